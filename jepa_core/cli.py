@@ -1,0 +1,39 @@
+"""`jepa` command: train, doctor, report. Each subcommand lives in its own module; this only dispatches."""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = """usage: jepa <command> [options]
+
+commands:
+  train    train headless and write a run directory      (jepa train --help)
+  doctor   health verdict and alerts of a run             (jepa doctor RUN [--json])
+  report   export a run's read-only HTML report           (jepa report RUN -o FILE.html [--offline])
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command == "train":
+        from jepa_core.train import main as train_main
+
+        return train_main(rest)
+    if command == "doctor":
+        from jepa_core.doctor import doctor_main
+
+        return doctor_main(rest)
+    if command == "report":
+        from jepa_core.report import report_main
+
+        return report_main(rest)
+    print(f"jepa: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,447 @@
+"""Run configuration: plain dataclasses, TOML in and out, `section.key=value` overrides, validation.
+
+Every bad value is rejected before any work starts, with a message that names the key (`optim.batch_size`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jepa_core.rules import RulesConfig
+
+
+class ConfigError(ValueError):
+    """A config file, key or value that cannot be used; the message names it."""
+
+
+@dataclass
+class ModelConfig:
+    img_size: int = 32
+    patch_size: int = 4
+    in_chans: int = 3
+    embed_dim: int = 96
+    depth: int = 4
+    num_heads: int = 4
+    mlp_ratio: float = 4.0
+    pred_dim: int = 48
+    pred_depth: int = 2
+    pred_num_heads: int = 4
+
+
+@dataclass
+class DataConfig:
+    dataset: str = "shapes"  # shapes | folder | npz
+    path: str = ""
+    num_classes: int = 6
+    num_train: int = 16384
+    num_heldout: int = 2048
+    heldout_fraction: float = 0.2  # folder / npz only: the shapes dataset draws its held-out split fresh
+
+
+@dataclass
+class MaskConfig:
+    num_targets: int = 4
+    target_scale: list[float] = field(default_factory=lambda: [0.15, 0.2])
+    target_aspect: list[float] = field(default_factory=lambda: [0.75, 1.5])
+    context_scale: list[float] = field(default_factory=lambda: [0.85, 1.0])
+    context_aspect: list[float] = field(default_factory=lambda: [1.0, 1.0])
+    min_keep: int = 4
+
+
+@dataclass
+class OptimConfig:
+    steps: int = 1000
+    batch_size: int = 128
+    lr: float = 1e-3
+    start_lr: float = 1e-4
+    final_lr: float = 1e-5
+    warmup_steps: int = 50
+    weight_decay: float = 0.04
+    final_weight_decay: float = 0.4
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0  # 0 turns clipping off; grad_norm is always logged before clipping
+    loss: str = "smooth_l1"  # smooth_l1 | mse
+    gns_microbatches: int = 2  # micro-batches used for the gradient noise scale, at its cadence only
+
+
+@dataclass
+class EMAConfig:
+    start: float = 0.996
+    end: float = 1.0
+    schedule: str = "linear"  # linear | cosine
+
+
+@dataclass
+class DiagnosticsConfig:
+    basic_every_steps: int = 20
+    representation_every_steps: int = 20
+    covariance_every_steps: int = 500
+    param_distance_every_steps: int = 500
+    mask_check_every_steps: int = 20
+    weights_health_every_steps: int = 500
+    eval_every_steps: int = 500
+
+
+@dataclass
+class EvalConfig:
+    knn_k: int = 20
+    probe_epochs: int = 100
+    at_start: bool = True  # step-0 evaluation gives the random-init baseline
+    artifacts: bool = True  # mask overlay and nearest-neighbour PNGs at evaluation cadence
+
+
+@dataclass
+class LoggingConfig:
+    runs_dir: str = "runs"
+    name: str = ""  # empty: a timestamped name
+    log_every_steps: int = 20  # console line
+    progress_bar: bool = True
+    jsonl: bool = True
+    tensorboard: bool = True
+    wandb: bool = False
+    trackio: bool = False
+    checkpoint_every_steps: int = 500
+
+
+@dataclass
+class RuntimeConfig:
+    device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
+    seed: int = 0
+    precision: str = "auto"  # auto (bf16 autocast on CUDA, fp32 elsewhere) | fp32 | bf16
+    num_threads: int = 0  # 0 leaves torch's default
+
+
+@dataclass
+class FaultsConfig:
+    """Failures reproduced on purpose (SPEC §8). All off by default; each starts at `start_step`."""
+
+    start_step: int = 0
+    mask_leak_fraction: float = 0.0  # fraction of target patches copied into the context
+    frozen_target: bool = False  # the target encoder is never updated
+    target_copies_online: bool = False  # EMA momentum 0: target = online every step
+    target_gradients: bool = False  # the target forward keeps its graph and its parameters train
+    lr_blowup_factor: float = 1.0  # lr multiplied by this from start_step
+    collapse_weight: float = 0.0  # a loss term that pulls every context feature to the batch mean
+
+    def active(self) -> list[str]:
+        on = []
+        if self.mask_leak_fraction > 0:
+            on.append("mask_leak")
+        if self.frozen_target:
+            on.append("frozen_target")
+        if self.target_copies_online:
+            on.append("target_copies_online")
+        if self.target_gradients:
+            on.append("target_gradients")
+        if self.lr_blowup_factor != 1.0:
+            on.append("lr_blowup")
+        if self.collapse_weight > 0:
+            on.append("collapse")
+        return on
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    masks: MaskConfig = field(default_factory=MaskConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    ema: EMAConfig = field(default_factory=EMAConfig)
+    diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    faults: FaultsConfig = field(default_factory=FaultsConfig)
+    rules: RulesConfig = field(default_factory=RulesConfig)
+
+
+SECTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Config))
+CADENCE_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(DiagnosticsConfig))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Presets
+
+
+def _tiny() -> dict[str, dict[str, Any]]:
+    """CPU, a few minutes: dense cadences so a demo run shows every signal."""
+    return {
+        "optim": {"steps": 1000, "batch_size": 128, "lr": 1e-3, "warmup_steps": 50},
+        "diagnostics": {
+            "basic_every_steps": 5,
+            "representation_every_steps": 5,
+            "covariance_every_steps": 10,
+            "param_distance_every_steps": 10,
+            "mask_check_every_steps": 5,
+            "weights_health_every_steps": 25,
+            "eval_every_steps": 250,
+        },
+        "logging": {"checkpoint_every_steps": 250, "log_every_steps": 50},
+    }
+
+
+def _small() -> dict[str, dict[str, Any]]:
+    """One GPU: 64x64 images, a ViT-S-like width, the large-run cadences of SPEC §6."""
+    return {
+        "model": {"img_size": 64, "patch_size": 8, "embed_dim": 384, "depth": 6, "num_heads": 6,
+                  "pred_dim": 192, "pred_depth": 4, "pred_num_heads": 6},
+        "data": {"num_classes": 8, "num_train": 65536, "num_heldout": 4096},
+        "optim": {"steps": 5000, "batch_size": 256, "lr": 1e-3, "warmup_steps": 250},
+        "logging": {"checkpoint_every_steps": 1000, "log_every_steps": 50},
+    }
+
+
+PRESETS = {"tiny": _tiny, "small": _small}
+
+
+def preset(name: str) -> Config:
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+    cfg = Config()
+    _apply_mapping(cfg, PRESETS[name](), source=f"preset {name!r}")
+    return cfg
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Dict <-> dataclass
+
+
+def config_to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
+    return dataclasses.asdict(cfg)
+
+
+def _coerce(key: str, expected: Any, value: Any) -> Any:
+    """Check a TOML value against the default's type; ints are accepted where floats are expected."""
+    if isinstance(expected, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if isinstance(expected, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if isinstance(expected, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if isinstance(expected, str):
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    if isinstance(expected, list):
+        if not isinstance(value, (list, tuple)) or len(value) != len(expected):
+            raise ConfigError(f"{key}: expected a list of {len(expected)} numbers, got {value!r}")
+        return [_coerce(f"{key}[{i}]", e, v) for i, (e, v) in enumerate(zip(expected, value))]
+    raise ConfigError(f"{key}: unsupported value {value!r}")
+
+
+def _apply_mapping(cfg: Config, data: dict[str, Any], source: str) -> None:
+    for section, values in data.items():
+        if section not in SECTIONS:
+            raise ConfigError(f"{source}: unknown section {section!r}; known sections: {', '.join(SECTIONS)}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: [{section}] must be a table of key = value")
+        target = getattr(cfg, section)
+        names = {f.name for f in dataclasses.fields(target)}
+        for key, value in values.items():
+            if key not in names:
+                raise ConfigError(f"{source}: unknown key {section}.{key}; known keys: {', '.join(sorted(names))}")
+            setattr(target, key, _coerce(f"{section}.{key}", getattr(target, key), value))
+
+
+def config_from_dict(data: dict[str, Any], source: str = "config") -> Config:
+    data = dict(data)
+    base = data.pop("preset", "tiny")
+    if not isinstance(base, str):
+        raise ConfigError(f"{source}: preset must be a string, got {base!r}")
+    cfg = preset(base)
+    _apply_mapping(cfg, data, source)
+    return cfg
+
+
+def load_config(path: str | Path) -> Config:
+    """Read a TOML file. An optional top-level `preset = "tiny"|"small"` picks the base (tiny by default)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:  # its message carries the line and column
+        raise ConfigError(f"{path}: malformed TOML: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    return config_from_dict(data, source=str(path))
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text  # a bare word such as `cosine` is a string
+
+
+def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
+    """Apply `section.key=value` strings (values in TOML syntax; bare words are strings) in place."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected section.key=value")
+        dotted, text = item.split("=", 1)
+        parts = dotted.strip().split(".")
+        if len(parts) != 2:
+            raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. optim.lr=5e-4")
+        section, key = parts
+        _apply_mapping(cfg, {section: {key: _parse_value(text.strip())}}, source="--set")
+    return cfg
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'"{escaped}"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def config_to_toml(cfg: Config) -> str:
+    lines: list[str] = []
+    for section, values in config_to_dict(cfg).items():
+        lines.append(f"[{section}]")
+        lines.extend(f"{key} = {_toml_value(value)}" for key, value in values.items())
+        lines.append("")
+    return "\n".join(lines)
+
+
+def save_config(cfg: Config, path: str | Path) -> None:
+    Path(path).write_text(config_to_toml(cfg), encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Validation
+
+
+def _positive(key: str, value: float) -> None:
+    if value <= 0:
+        raise ConfigError(f"{key} must be positive, got {value!r}")
+
+
+def _range_pair(key: str, pair: list[float], lo: float, hi: float, hi_inclusive: bool = False) -> None:
+    a, b = pair
+    if a > b:
+        raise ConfigError(f"{key}: min {a} is greater than max {b}")
+    for v in pair:
+        ok = lo < v < hi or (hi_inclusive and v == hi)
+        if not ok:
+            bound = "]" if hi_inclusive else ")"
+            raise ConfigError(f"{key}: {v} is outside ({lo}, {hi}{bound}")
+
+
+def validate(cfg: Config) -> Config:
+    m, d, k, o = cfg.model, cfg.data, cfg.masks, cfg.optim
+    for name in ("img_size", "patch_size", "in_chans", "embed_dim", "depth", "num_heads", "pred_dim",
+                 "pred_depth", "pred_num_heads"):
+        _positive(f"model.{name}", getattr(m, name))
+    _positive("model.mlp_ratio", m.mlp_ratio)
+    if m.img_size % m.patch_size:
+        raise ConfigError(f"model.img_size {m.img_size} is not divisible by model.patch_size {m.patch_size}")
+    if m.embed_dim % m.num_heads:
+        raise ConfigError(f"model.embed_dim {m.embed_dim} is not divisible by model.num_heads {m.num_heads}")
+    if m.pred_dim % m.pred_num_heads:
+        raise ConfigError(f"model.pred_dim {m.pred_dim} is not divisible by model.pred_num_heads {m.pred_num_heads}")
+    if m.embed_dim % 4:
+        raise ConfigError(f"model.embed_dim {m.embed_dim} must be a multiple of 4 (2-D sin-cos positions)")
+    if m.pred_dim % 4:
+        raise ConfigError(f"model.pred_dim {m.pred_dim} must be a multiple of 4 (2-D sin-cos positions)")
+
+    if d.dataset not in ("shapes", "folder", "npz"):
+        raise ConfigError(f"data.dataset: unknown dataset {d.dataset!r}; choose shapes, folder or npz")
+    if d.dataset != "shapes" and not d.path:
+        raise ConfigError(f"data.path is required when data.dataset = {d.dataset!r}")
+    for name in ("num_classes", "num_train", "num_heldout"):
+        _positive(f"data.{name}", getattr(d, name))
+    if not 0 < d.heldout_fraction < 1:
+        raise ConfigError(f"data.heldout_fraction must be in (0, 1), got {d.heldout_fraction}")
+
+    _range_pair("masks.target_scale", k.target_scale, 0.0, 1.0)
+    _range_pair("masks.context_scale", k.context_scale, 0.0, 1.0, hi_inclusive=True)
+    for key, pair in (("masks.target_aspect", k.target_aspect), ("masks.context_aspect", k.context_aspect)):
+        if pair[0] > pair[1]:
+            raise ConfigError(f"{key}: min {pair[0]} is greater than max {pair[1]}")
+        if pair[0] <= 0:
+            raise ConfigError(f"{key}: aspect ratios must be positive, got {pair[0]}")
+    _positive("masks.num_targets", k.num_targets)
+    _positive("masks.min_keep", k.min_keep)
+    from jepa_core.masks import MaskConfigError, check_mask_config
+
+    grid = m.img_size // m.patch_size
+    try:
+        check_mask_config(grid, grid, k.num_targets, tuple(k.target_scale), tuple(k.target_aspect),
+                          tuple(k.context_scale), tuple(k.context_aspect), k.min_keep)
+    except MaskConfigError as exc:
+        raise ConfigError(f"{exc} (patch grid {grid}x{grid})") from exc
+
+    for name in ("steps", "batch_size", "lr", "gns_microbatches"):
+        _positive(f"optim.{name}", getattr(o, name))
+    for name in ("start_lr", "final_lr", "weight_decay", "final_weight_decay", "grad_clip", "warmup_steps"):
+        if getattr(o, name) < 0:
+            raise ConfigError(f"optim.{name} must be >= 0, got {getattr(o, name)}")
+    for name in ("beta1", "beta2"):
+        if not 0 <= getattr(o, name) < 1:
+            raise ConfigError(f"optim.{name} must be in [0, 1), got {getattr(o, name)}")
+    if o.loss not in ("smooth_l1", "mse"):
+        raise ConfigError(f"optim.loss: unknown loss {o.loss!r}; choose smooth_l1 or mse")
+    if o.batch_size % o.gns_microbatches:
+        raise ConfigError(f"optim.gns_microbatches {o.gns_microbatches} must divide optim.batch_size {o.batch_size}")
+
+    for name in ("start", "end"):
+        v = getattr(cfg.ema, name)
+        if not 0 <= v <= 1:
+            raise ConfigError(f"ema.{name} must be in [0, 1], got {v}")
+    if cfg.ema.schedule not in ("linear", "cosine"):
+        raise ConfigError(f"ema.schedule: unknown schedule {cfg.ema.schedule!r}; choose linear or cosine")
+
+    for name in CADENCE_KEYS:
+        v = getattr(cfg.diagnostics, name)
+        if v <= 0:
+            raise ConfigError(f"diagnostics.{name} must be a positive number of steps, got {v}")
+    _positive("eval.knn_k", cfg.eval.knn_k)
+    _positive("eval.probe_epochs", cfg.eval.probe_epochs)
+    _positive("logging.log_every_steps", cfg.logging.log_every_steps)
+    _positive("logging.checkpoint_every_steps", cfg.logging.checkpoint_every_steps)
+    if not cfg.logging.runs_dir:
+        raise ConfigError("logging.runs_dir must not be empty")
+    if any(c in cfg.logging.name for c in "/\\") or cfg.logging.name in (".", ".."):
+        raise ConfigError(f"logging.name {cfg.logging.name!r} must be a plain directory name")
+
+    r = cfg.runtime
+    if not (r.device in ("auto", "cpu", "cuda", "mps") or r.device.startswith("cuda:")):
+        raise ConfigError(f"runtime.device: unknown device {r.device!r}; choose auto, cpu, cuda, cuda:N or mps")
+    if r.precision not in ("auto", "fp32", "bf16"):
+        raise ConfigError(f"runtime.precision: unknown precision {r.precision!r}; choose auto, fp32 or bf16")
+    if r.num_threads < 0:
+        raise ConfigError(f"runtime.num_threads must be >= 0, got {r.num_threads}")
+
+    f = cfg.faults
+    if f.start_step < 0:
+        raise ConfigError(f"faults.start_step must be >= 0, got {f.start_step}")
+    if not 0 <= f.mask_leak_fraction <= 1:
+        raise ConfigError(f"faults.mask_leak_fraction must be in [0, 1], got {f.mask_leak_fraction}")
+    _positive("faults.lr_blowup_factor", f.lr_blowup_factor)
+    if f.collapse_weight < 0:
+        raise ConfigError(f"faults.collapse_weight must be >= 0, got {f.collapse_weight}")
+    if f.frozen_target and f.target_copies_online:
+        raise ConfigError("faults.frozen_target and faults.target_copies_online cannot both be on")
+    try:
+        cfg.rules.validate()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    return cfg

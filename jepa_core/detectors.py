@@ -1,0 +1,183 @@
+"""Streaming statistical primitives for the early-warning rules (SPEC §7).
+
+Every object here holds a fixed number of floats, whatever the length of the stream, so a rule built from them is
+O(1) in memory and can run live inside training, over a finished metrics file, or in a notebook.
+
+Smoothing comes in two flavours on purpose:
+- per reading (`ReadingEwma`): removes batch-to-batch noise; its lag is a number of readings.
+- per step (`StepEwma`): a reference "about `tau_steps` ago", so a *rate* of change is measured per training step
+  and does not depend on how often the metric is logged (cadences differ between the tiny preset and a big run).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+__all__ = [
+    "ReadingEwma",
+    "StepEwma",
+    "RunningPeak",
+    "RunningMin",
+    "RobustBaseline",
+    "OneSidedCusum",
+    "EpisodeGate",
+]
+
+
+@dataclass
+class ReadingEwma:
+    """Exponential moving average with a fixed weight per reading; the first reading initialises it."""
+
+    alpha: float
+    value: float | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.alpha <= 1.0:
+            raise ValueError(f"ReadingEwma: alpha must be in (0, 1], got {self.alpha}")
+
+    def update(self, x: float) -> float:
+        self.value = x if self.value is None else self.value + self.alpha * (x - self.value)
+        return self.value
+
+
+@dataclass
+class StepEwma:
+    """EWMA whose weight depends on the steps elapsed: alpha = 1 - exp(-dt / tau_steps).
+
+    With a linear trend of slope `b` per step it lags the signal by about `b * tau_steps`, whatever the cadence.
+    A repeated or earlier step (dt <= 0) leaves it unchanged.
+    """
+
+    tau_steps: float
+    value: float | None = None
+    last_step: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.tau_steps <= 0:
+            raise ValueError(f"StepEwma: tau_steps must be positive, got {self.tau_steps}")
+
+    def update(self, step: int, x: float) -> float:
+        if self.value is None or self.last_step is None:
+            self.value, self.last_step = x, step
+            return x
+        dt = step - self.last_step
+        if dt > 0:
+            alpha = 1.0 - math.exp(-dt / self.tau_steps)
+            self.value += alpha * (x - self.value)
+            self.last_step = step
+        return self.value
+
+
+@dataclass
+class RunningPeak:
+    value: float | None = None
+
+    def update(self, x: float) -> float:
+        self.value = x if self.value is None else max(self.value, x)
+        return self.value
+
+
+@dataclass
+class RunningMin:
+    value: float | None = None
+
+    def update(self, x: float) -> float:
+        self.value = x if self.value is None else min(self.value, x)
+        return self.value
+
+
+@dataclass
+class RobustBaseline:
+    """Running centre and scale that a few outliers cannot drag: both learn from residuals clipped to +-clip scales.
+
+    `scale` is an EWMA of the absolute residual (a mean-absolute-deviation estimate), floored at `min_scale` so a
+    very smooth stream does not turn tiny wiggles into huge z-scores. `z(x)` is computed against the state *before*
+    `update(x)`, so an outlier is judged by the history it did not yet influence.
+    """
+
+    alpha: float
+    clip: float = 3.0
+    min_scale: float = 1e-12
+    scale_alpha: float | None = None  # the scale's own (usually slower) rate; None: alpha
+    center: float | None = None
+    scale: float | None = None
+    count: int = 0
+
+    def z(self, x: float) -> float:
+        if self.center is None or self.scale is None:
+            return 0.0
+        return (x - self.center) / max(self.scale, self.min_scale)
+
+    def update(self, x: float, suspect: bool = False) -> None:
+        """Learn from `x`. `suspect=True` (a detector thinks a shift is under way): centre and scale learn at a
+        quarter of their rate, so the baseline does not absorb the very shift being tested."""
+        self.count += 1
+        if self.center is None or self.scale is None:
+            self.center, self.scale = x, 0.0
+            return
+        limit = self.clip * max(self.scale, self.min_scale)
+        raw = x - self.center
+        clipped = max(-limit, min(limit, raw))
+        slow = 0.25 if suspect else 1.0
+        # Early on, a plain running mean (rate 1/n) instead of the EWMA: an EWMA started from a couple of readings
+        # underestimates the scale for a long time, which inflates every z-score. While the scale is still near 0
+        # residuals count unclipped, or it could never grow.
+        scale_rate = max(self.alpha if self.scale_alpha is None else self.scale_alpha, 1.0 / (self.count - 1))
+        if self.count <= 3:
+            self.scale += scale_rate * (abs(raw) - self.scale)
+        else:
+            self.scale += slow * scale_rate * (abs(clipped) - self.scale)
+        self.center += slow * self.alpha * clipped
+
+
+@dataclass
+class OneSidedCusum:
+    """Page's one-sided CUSUM on z-scores: S = max(0, S + min(z, clip) - drift); alarm while S >= threshold.
+
+    The clip bounds what one reading can add, so a single spike (at most clip - drift) cannot raise an alarm when
+    threshold > clip - drift; only several consecutive high readings - a sustained shift - can.
+    """
+
+    drift: float
+    threshold: float
+    clip: float
+    total: float = 0.0
+
+    def update(self, z: float) -> bool:
+        self.total = max(0.0, self.total + min(z, self.clip) - self.drift)
+        return self.total >= self.threshold
+
+    def reset(self) -> None:
+        self.total = 0.0
+
+
+@dataclass
+class EpisodeGate:
+    """Patience and per-episode dedup for one rule watching one or more keys.
+
+    `observe(key, condition, patience)` counts consecutive readings of `key` with the condition true. The rule fires
+    once when any key's streak reaches its patience; it re-arms only after `rearm` consecutive observations during
+    which no key was in the condition. Memory: one counter per key (a fixed set per rule).
+    """
+
+    rearm: int
+    streaks: dict[str, int] = field(default_factory=dict)
+    armed: bool = True
+    clear_observations: int = 0
+
+    def observe(self, key: str, condition: bool, patience: int) -> bool:
+        self.streaks[key] = self.streaks.get(key, 0) + 1 if condition else 0
+        if self.armed:
+            if self.streaks[key] >= max(1, patience):
+                self.armed = False
+                self.clear_observations = 0
+                return True
+            return False
+        if any(self.streaks.values()):
+            self.clear_observations = 0
+        else:
+            self.clear_observations += 1
+            if self.clear_observations >= max(1, self.rearm):
+                self.armed = True
+        return False

@@ -1,0 +1,243 @@
+"""`jepa doctor RUN`: a health verdict for one run from its metric stream (SPEC §3, §7).
+
+Alerts are the alert rows training already wrote, merged with a fresh evaluation of the rules over the metric rows
+(deduplicated by (rule, step)), so a run recorded with old thresholds, or with rules off, is still judged today.
+Exit codes: 0 healthy (no alert, or info only), 1 a warning or critical alert, 2 the run cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from jepa_core.rules import SEVERITIES, Alert, RuleEngine, RulesConfig
+from jepa_core.stream import encode_row, iter_rows, read_metrics
+
+__all__ = ["KEY_METRICS", "DoctorReport", "UnreadableRunError", "diagnose", "format_report", "doctor_main",
+           "resolve_metrics_path"]
+
+# The early-warning signals a reader wants to see moving (or not) at a glance, in display order.
+KEY_METRICS: tuple[str, ...] = (
+    "loss",
+    "grad_norm",
+    "target/std_mean",
+    "target/std_l2n",
+    "target/effective_rank",
+    "target/token_effective_rank",
+    "target/dead_dim_fraction",
+    "pred_target/cosine",
+    "ema/relative_param_l2",
+    "ema_tau",
+    "mask/overlap_fraction",
+)
+FLAT_BAND = 0.1  # a relative change within +-10% between first and last reading reads as "flat"
+EXIT_HEALTHY, EXIT_ALERTS, EXIT_UNREADABLE = 0, 1, 2
+
+
+class UnreadableRunError(ValueError):
+    """The run has no readable metric stream; the message names the path and why."""
+
+
+@dataclass
+class DoctorReport:
+    run: str  # the metrics file that was read
+    verdict: str  # "healthy" | "warning" | "critical"
+    alerts: list[Alert] = field(default_factory=list)
+    key_metrics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_HEALTHY if self.verdict == "healthy" else EXIT_ALERTS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "verdict": self.verdict, "exit_code": self.exit_code,
+                "alerts": [a.to_row() for a in self.alerts], "key_metrics": self.key_metrics}
+
+
+def resolve_metrics_path(run_path: str | Path) -> Path:
+    """RUN may be a run directory or a metrics.jsonl file."""
+    path = Path(run_path)
+    if path.is_dir():
+        metrics = path / "metrics.jsonl"
+        if not metrics.is_file():
+            raise UnreadableRunError(f"{metrics}: run directory has no metrics.jsonl")
+        return metrics
+    if not path.exists():
+        raise UnreadableRunError(f"{path}: no such run directory or metrics file")
+    if not path.is_file():
+        raise UnreadableRunError(f"{path}: not a regular file")
+    return path
+
+
+def _severity_of(text: Any) -> str:
+    # An unknown severity written by a foreign tool is judged conservatively, as a warning.
+    return text if text in SEVERITIES else "warning"
+
+
+def _file_alerts(alerts: pd.DataFrame) -> list[Alert]:
+    out = []
+    for rec in alerts.to_dict("records"):
+        value = rec.get("value")
+        out.append(Alert(
+            step=int(rec["step"]), rule=str(rec.get("rule") or "unknown"), severity=_severity_of(rec.get("severity")),
+            metric=str(rec.get("metric") or ""), value=float(value) if value is not None else math.nan,
+            message=str(rec.get("message") or "")))
+    return out
+
+
+def _merge(recorded: list[Alert], fresh: list[Alert]) -> list[Alert]:
+    """Recorded alerts first (their message is what the user saw live), fresh ones fill the gaps."""
+    seen: dict[tuple[str, int], Alert] = {}
+    for alert in recorded + fresh:
+        seen.setdefault((alert.rule, alert.step), alert)
+    return sorted(seen.values(), key=lambda a: (a.step, -SEVERITIES.index(a.severity), a.rule))
+
+
+def _trend(first: float, last: float) -> tuple[float | None, str]:
+    if first == 0.0:
+        return (None, "flat") if last == 0.0 else (None, "rising" if last > 0 else "falling")
+    change = (last - first) / abs(first)
+    if abs(change) <= FLAT_BAND:
+        return change, "flat"
+    return change, "rising" if change > 0 else "falling"
+
+
+def _metric_summary(values: pd.Series) -> dict[str, Any] | None:
+    """First/last/min/max, relative change and trend over the finite readings (None when there are none)."""
+    finite = [float(v) for v in values if math.isfinite(v)]  # NaN = not logged in this row (or a NaN reading)
+    if not finite:
+        return None
+    change, trend = _trend(finite[0], finite[-1])
+    return {"first": finite[0], "last": finite[-1], "min": min(finite), "max": max(finite),
+            "relative_change": change, "trend": trend, "readings": len(finite)}
+
+
+def _key_metrics(scalars: pd.DataFrame, torn: int, bad: int) -> dict[str, Any]:
+    metrics: dict[str, Any] = {}
+    for name in KEY_METRICS:
+        if name not in scalars.columns:
+            continue
+        column = scalars[name]
+        summary = _metric_summary(column)
+        if summary is None:
+            continue
+        # NaN readings are indistinguishable from "not logged in this row" in the columnar table, so infinities
+        # are counted here and NaNs come from the rules' non_finite alerts.
+        summary["infinite"] = int(((column == math.inf) | (column == -math.inf)).sum())
+        metrics[name] = summary
+    steps = scalars["step"] if "step" in scalars.columns else pd.Series(dtype="int64")
+    throughput: dict[str, float | None] = {"samples_per_second_last": None, "samples_per_second_median": None,
+                                           "eta_seconds_last": None, "step_seconds_median": None}
+    for column, key, how in (("time/samples_per_second", "samples_per_second_last", "last"),
+                             ("time/samples_per_second", "samples_per_second_median", "median"),
+                             ("time/eta_seconds", "eta_seconds_last", "last"),
+                             ("time/step_seconds", "step_seconds_median", "median")):
+        if column in scalars.columns:
+            finite = [float(v) for v in scalars[column].dropna() if math.isfinite(v)]
+            if finite:
+                throughput[key] = finite[-1] if how == "last" else statistics.median(finite)
+    return {
+        "steps": {"first": int(steps.min()) if len(steps) else None, "last": int(steps.max()) if len(steps) else None,
+                  "rows": int(len(scalars))},
+        "metrics": metrics,
+        "throughput": throughput,
+        "torn_lines": torn,
+        "bad_lines": bad,
+    }
+
+
+def diagnose(run_path: str | Path, cfg: RulesConfig | None = None) -> DoctorReport:
+    """Read a run (directory or metrics.jsonl), re-run the rules, merge recorded alerts, summarise key metrics.
+
+    Raises UnreadableRunError (naming the path) when there is nothing to judge: missing, empty or all garbage.
+    """
+    path = resolve_metrics_path(run_path)
+    try:
+        table = read_metrics(path)
+        engine = RuleEngine(cfg)
+        fresh = engine.run(row for row in iter_rows(path) if "event" not in row)
+    except OSError as exc:
+        raise UnreadableRunError(f"{path}: cannot read: {exc}") from exc
+    if table.scalars.empty and table.alerts.empty:
+        if table.bad_lines:
+            line, reason = table.bad_lines[0]
+            raise UnreadableRunError(f"{path}: no readable metric rows ({len(table.bad_lines)} bad lines; "
+                                     f"line {line}: {reason})")
+        detail = f" (only {table.torn_lines} torn line)" if table.torn_lines else ""
+        raise UnreadableRunError(f"{path}: no metric rows, the file is empty{detail}")
+    alerts = _merge(_file_alerts(table.alerts), fresh)
+    worst = max((SEVERITIES.index(a.severity) for a in alerts), default=0)
+    verdict = "healthy" if worst <= SEVERITIES.index("info") else SEVERITIES[worst]
+    return DoctorReport(run=str(path), verdict=verdict, alerts=alerts,
+                        key_metrics=_key_metrics(table.scalars, table.torn_lines, len(table.bad_lines)))
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.4g}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "unknown"
+    total = int(round(max(0.0, seconds)))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def format_report(report: DoctorReport) -> str:
+    """Human-readable verdict, key metrics table and every alert with its runbook line."""
+    counts = {s: sum(a.severity == s for a in report.alerts) for s in SEVERITIES}
+    parts = [f"{counts[s]} {s}" for s in reversed(SEVERITIES) if counts[s]]
+    note = f" ({', '.join(parts)} alert{'s' if len(report.alerts) != 1 else ''})" if parts else " (no alerts)"
+    if report.verdict == "healthy" and counts["info"]:
+        note += "; info alerts alone do not make a run unhealthy"
+    km = report.key_metrics
+    steps, tp = km.get("steps", {}), km.get("throughput", {})
+    lines = [f"jepa doctor: {report.run}", f"verdict: {report.verdict.upper()}{note}",
+             f"steps {steps.get('first')}..{steps.get('last')} ({steps.get('rows')} metric rows, "
+             f"{km.get('torn_lines', 0)} torn, {km.get('bad_lines', 0)} bad lines)"]
+    if tp.get("samples_per_second_last") is not None or tp.get("eta_seconds_last") is not None:
+        lines.append(f"throughput {_num(tp.get('samples_per_second_last'))} samples/s (median "
+                     f"{_num(tp.get('samples_per_second_median'))}), ETA {_duration(tp.get('eta_seconds_last'))}")
+    metrics = km.get("metrics", {})
+    if metrics:
+        lines += ["", f"  {'metric':<30}{'first':>11}{'last':>11}{'change':>9}  trend"]
+        for name, m in metrics.items():
+            change = "-" if m["relative_change"] is None else f"{100 * m['relative_change']:+.0f}%"
+            lines.append(f"  {name:<30}{_num(m['first']):>11}{_num(m['last']):>11}{change:>9}  {m['trend']}")
+    if report.alerts:
+        lines += ["", "alerts:"]
+        for a in report.alerts:
+            lines.append(f"  step {a.step:>7}  {a.severity.upper():<8} {a.rule}  ({a.metric} = {_num(a.value)})")
+            lines.append(f"      {a.message}")
+    return "\n".join(lines)
+
+
+def doctor_main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="jepa doctor",
+                                     description="Health verdict and alerts of a run (exit 0 healthy, 1 alerts, "
+                                                 "2 unreadable).")
+    parser.add_argument("run", help="run directory or metrics.jsonl file")
+    parser.add_argument("--json", action="store_true", help="print the report as one strict JSON object")
+    args = parser.parse_args(argv)
+    try:
+        report = diagnose(args.run)
+    except UnreadableRunError as exc:
+        print(f"jepa doctor: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    print(encode_row(report.to_dict()) if args.json else format_report(report))
+    return report.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(doctor_main())

@@ -1,0 +1,330 @@
+"""The cadence-driven hook the trainer calls after every step (SPEC §6).
+
+The trainer only ever calls ``wants_micro_grads`` / ``wants_grads`` / ``after_backward`` / ``after_step`` and logs
+what ``after_step`` returns. Metrics live in the cadence groups below (``GROUPS``): adding a metric means editing
+one group function here, never the trainer. Everything due at a step is gathered as 0-d tensors and read back
+with one ``.tolist()`` per device, so a step costs at most one host sync, and nothing when no group is due.
+
+Step numbers are the trainer's logged steps (its k-th update is step k, 1-based); a group is due at step k when
+``k % <group>_every_steps == 0``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from jepa_core import diagnostics as dx
+from jepa_core.model import param_counts
+
+__all__ = ["Instrumentation", "MetricGroup", "GROUPS", "CADENCE_KEYS"]
+
+_PRED_KEYS = ("pred/norm_mean", "pred/std_mean", "pred/dead_dim_fraction")  # the §6 subset for predictions
+_GNS_BIG_KEY = "_gns/big_sq_norm"  # read back with the other tensors, consumed, never logged
+
+
+def _unwrap(model: Any) -> Any:
+    """The JEPA behind DDP (``.module``) or torch.compile (``._orig_mod``) wrappers."""
+    for attr in ("module", "_orig_mod"):
+        while hasattr(model, attr) and not hasattr(model, "context_encoder"):
+            model = getattr(model, attr)
+    return model
+
+
+def _online(model: Any) -> nn.ModuleDict:
+    """Context encoder + predictor as one module (a view: no copy), parameter names prefixed by the part."""
+    m = _unwrap(model)
+    return nn.ModuleDict({"context_encoder": m.context_encoder, "predictor": m.predictor})
+
+
+def _trainable(module: nn.Module) -> list[Tensor]:
+    return [p for p in module.parameters() if p.requires_grad]
+
+
+@dataclass
+class StepContext:
+    """One step's inputs, with the token subsamples shared by the groups that need them."""
+
+    out: Any
+    model: Any
+    step_seconds: float
+    data_seconds: float
+    max_tokens: int
+    seed: int
+
+    def _generator(self, salt: int) -> torch.Generator:
+        # Seeded from the step, so a resumed run draws the same tokens as the uninterrupted one.
+        return torch.Generator().manual_seed(self.seed * 1_000_003 + int(self.out.step) * 2 + salt)
+
+    @functools.cached_property
+    def target_rows(self) -> Tensor:
+        tokens = self.out.target_tokens
+        return dx.subsample_rows(tokens.detach().reshape(-1, tokens.shape[-1]).float(), self.max_tokens,
+                                 self._generator(0))
+
+    @functools.cached_property
+    def pred_rows(self) -> Tensor:
+        pred = self.out.pred
+        return dx.subsample_rows(pred.detach().reshape(-1, pred.shape[-1]).float(), self.max_tokens,
+                                 self._generator(1))
+
+
+Metrics = dict[str, "Tensor | float | int"]
+
+
+@dataclass(frozen=True)
+class MetricGroup:
+    name: str
+    cadence_key: str  # attribute of jepa_core.config.DiagnosticsConfig
+    compute: Callable[["Instrumentation", StepContext], Metrics]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The groups
+
+
+def _basic(inst: Instrumentation, ctx: StepContext) -> Metrics:
+    out = ctx.out
+    metrics: Metrics = {
+        "loss": out.loss.detach() if isinstance(out.loss, Tensor) else float(out.loss),
+        "grad_norm": out.grad_norm.detach() if isinstance(out.grad_norm, Tensor) else float(out.grad_norm),
+        "lr": float(out.lr), "wd": float(out.wd), "ema_tau": float(out.ema_tau),
+        "global_batch_size": int(out.batch_size),
+    }
+    epoch = getattr(out, "epoch", None)
+    if epoch is not None:
+        metrics["epoch"] = float(epoch)
+    metrics["time/step_seconds"] = ctx.step_seconds
+    metrics["time/data_seconds"] = ctx.data_seconds
+    if ctx.step_seconds > 0:
+        metrics["time/samples_per_second"] = out.batch_size / ctx.step_seconds
+    metrics["time/eta_seconds"] = dx.eta_seconds(int(out.step), inst.total_steps, inst.smoothed_step_seconds)
+    metrics.update(dx.memory_stats(inst.device))
+    metrics.update(dx.system_stats())
+    return metrics
+
+
+def _representation(inst: Instrumentation, ctx: StepContext) -> Metrics:
+    metrics: Metrics = dict(dx.prediction_agreement_tensors(ctx.out.pred, ctx.out.target))
+    # Spread statistics over target patch tokens (what the predictor regresses), subsampled.
+    metrics.update(dx.representation_stats_tensors(ctx.target_rows, "target"))
+    pred = dx.representation_stats_tensors(ctx.pred_rows, "pred")
+    metrics.update({k: pred[k] for k in _PRED_KEYS})
+    return metrics
+
+
+def _covariance(inst: Instrumentation, ctx: StepContext) -> Metrics:
+    pooled = ctx.out.target_tokens.detach().float().mean(dim=1)  # per-image features [B, D]: rank <= B
+    return {
+        "target/effective_rank": dx.effective_rank_tensor(pooled),
+        "target/token_effective_rank": dx.effective_rank_tensor(ctx.target_rows),
+        "target/cov_offdiag_abs_mean": dx.cov_offdiag_abs_mean_tensor(ctx.target_rows),
+        "pred/effective_rank": dx.effective_rank_tensor(ctx.pred_rows),
+    }
+
+
+def _param_distance(inst: Instrumentation, ctx: StepContext) -> Metrics:
+    m = _unwrap(ctx.model)
+    return dict(dx.ema_distance_tensors(m.target_encoder, m.context_encoder))
+
+
+def _mask_check(inst: Instrumentation, ctx: StepContext) -> Metrics:
+    out = ctx.out
+    metrics: Metrics = dict(dx.mask_stats_tensors(out.context_idx, out.target_idx, out.target_tokens.shape[1]))
+    metrics["ema/target_grad_params"] = dx.target_grad_params(_unwrap(ctx.model).target_encoder)
+    return metrics
+
+
+def _weights_health(inst: Instrumentation, ctx: StepContext) -> Metrics:
+    step = int(ctx.out.step)
+    online = _online(ctx.model)
+    metrics: Metrics = {}
+    if inst._grad_cosine is not None and inst._grad_cosine[0] == step:
+        metrics["health/grad_cosine_prev"] = inst._grad_cosine[1]
+    # The noise scale needs |grad|^2 as a float: it joins the single read-back and is finished in after_step.
+    micro, micro_bs = getattr(ctx.out, "micro_grad_sq_norms", None), getattr(ctx.out, "micro_batch_size", None)
+    if micro and micro_bs and micro_bs < ctx.out.batch_size and isinstance(ctx.out.grad_norm, Tensor):
+        metrics[_GNS_BIG_KEY] = ctx.out.grad_norm.detach().float().pow(2)
+    metrics.update(dx.stable_rank_min_tensors(online))
+    metrics.update(dx.weight_drift_max_tensors(online["context_encoder"], inst.init_state))
+    if inst._params_before is not None and inst._params_before[0] == step:
+        metrics.update(dx.update_ratio_tensors(inst._params_before[1], _trainable(online)))
+    return metrics
+
+
+GROUPS: tuple[MetricGroup, ...] = (
+    MetricGroup("basic", "basic_every_steps", _basic),
+    MetricGroup("representation", "representation_every_steps", _representation),
+    MetricGroup("covariance", "covariance_every_steps", _covariance),
+    MetricGroup("param_distance", "param_distance_every_steps", _param_distance),
+    MetricGroup("mask_check", "mask_check_every_steps", _mask_check),
+    MetricGroup("weights_health", "weights_health_every_steps", _weights_health),
+)
+CADENCE_KEYS: tuple[str, ...] = tuple(g.cadence_key for g in GROUPS)
+
+
+def _read_cadences(cadences: Any) -> dict[str, int]:
+    """Cadence values from a DiagnosticsConfig (attributes) or a mapping; positive integers only."""
+    values = {}
+    for key in CADENCE_KEYS:
+        value = cadences.get(key) if isinstance(cadences, Mapping) else getattr(cadences, key, None)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"diagnostics.{key} must be a positive integer, got {value!r}")
+        values[key] = value
+    return values
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class Instrumentation:
+    """Runs every diagnostic group that is due at a step and returns the flat metric dict for the stream.
+
+    Under DDP every rank calls the same hooks at the same steps (cadences are deterministic), so every rank returns
+    the same keys and the trainer can reduce them; diagnostics themselves run on the rank's local batch.
+    """
+
+    def __init__(self, model: Any, cadences: Any, total_steps: int, device: torch.device | str,
+                 world_size: int = 1, max_tokens: int = 4096, seed: int = 0, step_time_decay: float = 0.9) -> None:
+        if total_steps < 1:
+            raise ValueError(f"Instrumentation: total_steps must be positive, got {total_steps}")
+        self.model = model
+        self.total_steps = total_steps
+        self.device = torch.device(device)
+        self.world_size = world_size
+        self.max_tokens = max_tokens
+        self.seed = seed
+        self._cadences = _read_cadences(cadences)
+        self._pending: dict[str, int] | None = None
+        self._current_step: int | None = None
+        # Initial context-encoder weights on CPU, for the relative drift (keys as in context_encoder.state_dict()).
+        self.init_state: dict[str, Tensor] = {
+            n: p.detach().to("cpu", copy=True) for n, p in _unwrap(model).context_encoder.named_parameters()
+        }
+        self.gns = dx.GradientNoiseScale()
+        self._step_time_decay = step_time_decay
+        self._step_time_ema = 0.0
+        self._step_time_updates = 0
+        self._prev_grad: tuple[int, Tensor] | None = None
+        self._grad_cosine: tuple[int, Tensor] | None = None
+        self._params_before: tuple[int, list[Tensor]] | None = None
+
+    # ----------------------------------------------------------------------------------------------- cadences
+    @property
+    def cadences(self) -> dict[str, int]:
+        """The cadences in force for the current step (a pending change shows from the next step)."""
+        return dict(self._cadences)
+
+    def set_cadences(self, cadences: Any) -> None:
+        """Validate now; apply from the next step (the step in progress keeps the cadences it started with)."""
+        self._pending = _read_cadences(cadences)
+
+    def _begin(self, step: int) -> None:
+        if step != self._current_step:
+            self._current_step = step
+            if self._pending is not None:
+                self._cadences, self._pending = self._pending, None
+
+    def _due(self, key: str, step: int) -> bool:
+        return step % self._cadences[key] == 0
+
+    def due_groups(self, step: int) -> list[str]:
+        """Names of the groups that run at ``step`` with the cadences in force."""
+        return [g.name for g in GROUPS if self._due(g.cadence_key, step)]
+
+    # ------------------------------------------------------------------------------------------------ hooks
+    def start_metrics(self) -> dict[str, float]:
+        """Run facts, once at step 0: parameter counts."""
+        return {k: float(v) for k, v in param_counts(_unwrap(self.model)).items()}
+
+    def wants_grads(self, step: int) -> bool:
+        """True when ``after_backward`` must run at ``step``: weights health is due now (gradient, update ratio)
+        or at the next step (the gradient cosine needs this step's gradient as its 'previous')."""
+        self._begin(step)
+        key = "weights_health_every_steps"
+        return self._due(key, step) or self._due(key, step + 1)
+
+    def wants_micro_grads(self, step: int) -> bool:
+        """True when the trainer should split the batch and report micro-batch |g|^2 (noise scale) at ``step``."""
+        self._begin(step)
+        return self._due("weights_health_every_steps", step)
+
+    @torch.no_grad()
+    def after_backward(self, step: int, model: Any) -> None:
+        """Snapshot gradients (and, at a due step, the parameters before the optimiser moves them)."""
+        self._begin(step)
+        key = "weights_health_every_steps"
+        params = _trainable(_online(model))
+        grad = dx.flat_grad(params)
+        if self._due(key, step):
+            prev = self._prev_grad
+            if grad is not None and prev is not None and prev[0] == step - 1 and prev[1].shape == grad.shape:
+                self._grad_cosine = (step, dx.grad_cosine_tensor(prev[1], grad))
+            self._params_before = (step, [p.detach().clone() for p in params])
+        self._prev_grad = (step, grad) if grad is not None and self._due(key, step + 1) else None
+
+    def after_step(self, out: Any, model: Any, step_seconds: float, data_seconds: float) -> dict[str, float]:
+        """Every metric due at ``out.step`` as Python floats ({} when nothing is due); at most one sync per device."""
+        step = int(out.step)
+        self._begin(step)
+        self._update_step_time(step_seconds)
+        due = [g for g in GROUPS if self._due(g.cadence_key, step)]
+        if not due:
+            return {}
+        ctx = StepContext(out, model, step_seconds, data_seconds, self.max_tokens, self.seed)
+        gathered: Metrics = {}
+        for group in due:
+            gathered.update(group.compute(self, ctx))
+        metrics = dx.to_floats(gathered)
+        big_sq_norm = metrics.pop(_GNS_BIG_KEY, None)
+        if big_sq_norm is not None:
+            gns = self.gns.update(list(out.micro_grad_sq_norms), int(out.micro_batch_size), big_sq_norm,
+                                  int(out.batch_size))
+            if gns is not None:
+                metrics["health/gns"] = gns
+        # Snapshots are single-use: drop them so they never pair with a later step or hold memory.
+        self._grad_cosine = None
+        if self._params_before is not None and self._params_before[0] <= step:
+            self._params_before = None
+        return metrics
+
+    def _update_step_time(self, seconds: float) -> None:
+        d = self._step_time_decay
+        self._step_time_ema = d * self._step_time_ema + (1.0 - d) * max(seconds, 0.0)
+        self._step_time_updates += 1
+
+    @property
+    def smoothed_step_seconds(self) -> float:
+        """Debiased EMA of the step time (the ETA's rate)."""
+        if self._step_time_updates == 0:
+            return 0.0
+        return self._step_time_ema / (1.0 - self._step_time_decay**self._step_time_updates)
+
+    # ------------------------------------------------------------------------------------------ checkpointing
+    def set_initial_weights(self, state: Mapping[str, Tensor]) -> None:
+        """Initial context-encoder weights (``context_encoder.state_dict()`` at step 0), e.g. after a resume."""
+        names = set(self.init_state)
+        missing = sorted(names - set(state))
+        if missing:
+            raise ValueError(f"set_initial_weights: no entry for context-encoder parameter {missing[0]!r}")
+        for name in names:
+            if tuple(state[name].shape) != tuple(self.init_state[name].shape):
+                raise ValueError(f"set_initial_weights: {name!r} has shape {tuple(state[name].shape)}, "
+                                 f"expected {tuple(self.init_state[name].shape)}")
+        self.init_state = {n: state[n].detach().to("cpu", copy=True) for n in names}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"gns": self.gns.state_dict(), "step_time_ema": self._step_time_ema,
+                "step_time_updates": self._step_time_updates}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore from ``state_dict()``; an empty mapping (an older checkpoint) keeps the fresh state."""
+        if "gns" in state:
+            self.gns.load_state_dict(state["gns"])
+        self._step_time_ema = float(state.get("step_time_ema", 0.0))
+        self._step_time_updates = int(state.get("step_time_updates", 0))

@@ -1,0 +1,296 @@
+"""I-JEPA model: a ViT context encoder, its EMA copy as target encoder, and a narrow predictor.
+
+Token layout conventions used everywhere in jepa_core:
+
+- patch index ``p = row * grid_w + col`` (row-major over the patch grid);
+- ``context_idx`` is ``int64 [B, Nc]``, ``target_idx`` is ``int64 [B, K, Nt]`` (K target blocks per image);
+- predictions and targets for the K blocks are flattened batch-major: row ``b * K + k`` holds block ``k`` of
+  image ``b``. :func:`select_targets` and :meth:`Predictor.forward` both follow this order, so a loss can compare
+  them element-wise.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = [
+    "sincos_pos_embed_2d",
+    "VisionTransformer",
+    "Predictor",
+    "JEPA",
+    "select_tokens",
+    "select_targets",
+    "param_counts",
+]
+
+
+def _sincos_1d(positions: Tensor, dim: int) -> Tensor:
+    """Sine/cosine features of scalar positions: [P] -> [P, dim] (first half sin, second half cos)."""
+    freqs = 1.0 / (10000.0 ** (torch.arange(dim // 2, dtype=torch.float64) / (dim // 2)))
+    angles = positions.to(torch.float64)[:, None] * freqs[None, :]
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+
+
+def sincos_pos_embed_2d(grid_h: int, grid_w: int, dim: int) -> Tensor:
+    """Fixed 2-D sine/cosine position embedding, ``[grid_h * grid_w, dim]`` float32, row-major patch order.
+
+    Half of the channels encode the row, half the column (as in MAE / I-JEPA). ``dim`` must be divisible by 4.
+    """
+    if grid_h < 1 or grid_w < 1:
+        raise ValueError(f"sincos_pos_embed_2d: grid must be at least 1x1, got {grid_h}x{grid_w}")
+    if dim < 4 or dim % 4 != 0:
+        raise ValueError(f"sincos_pos_embed_2d: dim must be a positive multiple of 4, got {dim}")
+    rows = torch.arange(grid_h).repeat_interleave(grid_w)  # row of each patch, row-major
+    cols = torch.arange(grid_w).repeat(grid_h)
+    emb = torch.cat([_sincos_1d(rows, dim // 2), _sincos_1d(cols, dim // 2)], dim=1)
+    return emb.to(torch.float32)
+
+
+def select_tokens(tokens: Tensor, idx: Tensor) -> Tensor:
+    """Gather tokens per sample: ``tokens [B, N, D]`` with ``idx int64 [B, M]`` -> ``[B, M, D]``."""
+    if tokens.dim() != 3 or idx.dim() != 2 or idx.shape[0] != tokens.shape[0]:
+        raise ValueError(
+            f"select_tokens: expected tokens [B,N,D] and idx [B,M], got {tuple(tokens.shape)} and {tuple(idx.shape)}"
+        )
+    return torch.gather(tokens, 1, idx.unsqueeze(-1).expand(-1, -1, tokens.shape[-1]))
+
+
+def select_targets(tokens: Tensor, target_idx: Tensor) -> Tensor:
+    """Target tokens of each block: ``tokens [B, N, D]``, ``target_idx [B, K, Nt]`` -> ``[B*K, Nt, D]``.
+
+    Row ``b * K + k`` is block ``k`` of image ``b``: the same order as :meth:`Predictor.forward`.
+    """
+    if target_idx.dim() != 3:
+        raise ValueError(f"select_targets: expected target_idx [B,K,Nt], got {tuple(target_idx.shape)}")
+    batch, num_blocks, block_len = target_idx.shape
+    gathered = select_tokens(tokens, target_idx.reshape(batch, num_blocks * block_len))
+    return gathered.reshape(batch * num_blocks, block_len, tokens.shape[-1])
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention through ``F.scaled_dot_product_attention`` (fused kernels on GPU)."""
+
+    def __init__(self, dim: int, num_heads: int) -> None:
+        super().__init__()
+        if dim % num_heads != 0:
+            raise ValueError(f"embedding dim {dim} is not divisible by num_heads {num_heads}")
+        self.num_heads = num_heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: Tensor) -> Tensor:
+        batch, length, dim = x.shape
+        qkv = self.qkv(x).reshape(batch, length, 3, self.num_heads, dim // self.num_heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each [B, heads, L, head_dim]
+        out = F.scaled_dot_product_attention(q, k, v)
+        return self.proj(out.transpose(1, 2).reshape(batch, length, dim))
+
+
+class MLP(nn.Module):
+    def __init__(self, dim: int, hidden_dim: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden_dim)
+        self.fc2 = nn.Linear(hidden_dim, dim)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block."""
+
+    def __init__(self, dim: int, num_heads: int, mlp_ratio: float) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = Attention(dim, num_heads)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = MLP(dim, int(dim * mlp_ratio))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+def _init_weights(module: nn.Module) -> None:
+    if isinstance(module, (nn.Linear, nn.Conv2d)):
+        nn.init.trunc_normal_(module.weight, std=0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
+def _rescale_residual_projections(blocks: nn.ModuleList) -> None:
+    # I-JEPA's fix_init_weight: shrink each block's residual output by sqrt(2 * layer) so the variance of the
+    # residual stream does not grow with depth at initialisation.
+    with torch.no_grad():
+        for layer, block in enumerate(blocks, start=1):
+            block.attn.proj.weight.div_(math.sqrt(2.0 * layer))
+            block.mlp.fc2.weight.div_(math.sqrt(2.0 * layer))
+
+
+class VisionTransformer(nn.Module):
+    """ViT without class token; used as context encoder and (a deep copy) as target encoder."""
+
+    def __init__(
+        self,
+        img_size: int = 32,
+        patch_size: int = 4,
+        in_chans: int = 3,
+        embed_dim: int = 96,
+        depth: int = 4,
+        num_heads: int = 4,
+        mlp_ratio: float = 4.0,
+    ) -> None:
+        super().__init__()
+        if patch_size < 1 or img_size % patch_size != 0:
+            raise ValueError(f"model.img_size {img_size} must be a positive multiple of model.patch_size {patch_size}")
+        if depth < 1:
+            raise ValueError(f"model.depth must be at least 1, got {depth}")
+        if embed_dim % num_heads != 0 or embed_dim % 4 != 0:
+            raise ValueError(
+                f"model.embed_dim {embed_dim} must be a multiple of 4 and of model.num_heads {num_heads}"
+            )
+        self.img_size = img_size
+        self.patch_size = patch_size
+        self.embed_dim = embed_dim
+        self.grid_h = self.grid_w = img_size // patch_size
+        self.num_patches = self.grid_h * self.grid_w
+        self.patch_embed = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=patch_size)
+        # Fixed, so not a parameter; non-persistent because it is rebuilt from the constructor arguments.
+        self.register_buffer("pos_embed", sincos_pos_embed_2d(self.grid_h, self.grid_w, embed_dim), persistent=False)
+        self.blocks = nn.ModuleList([Block(embed_dim, num_heads, mlp_ratio) for _ in range(depth)])
+        self.norm = nn.LayerNorm(embed_dim)
+        self.apply(_init_weights)
+        _rescale_residual_projections(self.blocks)
+
+    def forward(self, images: Tensor, keep_idx: Tensor | None = None) -> Tensor:
+        """``images [B, C, H, W]`` -> tokens ``[B, N, D]`` after the final LayerNorm.
+
+        With ``keep_idx int64 [B, N]`` only those patches (positions already added) go through the blocks.
+        """
+        if images.dim() != 4 or images.shape[-2:] != (self.img_size, self.img_size):
+            raise ValueError(
+                f"VisionTransformer expects images [B,C,{self.img_size},{self.img_size}], got {tuple(images.shape)}"
+            )
+        x = self.patch_embed(images).flatten(2).transpose(1, 2)  # [B, N, D]
+        x = x + self.pos_embed.to(x.dtype)
+        if keep_idx is not None:
+            x = select_tokens(x, keep_idx)
+        for block in self.blocks:
+            x = block(x)
+        return self.norm(x)
+
+
+class Predictor(nn.Module):
+    """Narrow transformer that predicts target-block tokens from context tokens and target positions."""
+
+    def __init__(
+        self,
+        num_patches: int,
+        grid_h: int,
+        grid_w: int,
+        embed_dim: int = 96,
+        pred_dim: int = 48,
+        depth: int = 2,
+        num_heads: int = 4,
+        mlp_ratio: float = 4.0,
+    ) -> None:
+        super().__init__()
+        if num_patches != grid_h * grid_w:
+            raise ValueError(f"Predictor: num_patches {num_patches} != grid_h*grid_w = {grid_h}*{grid_w}")
+        if depth < 1:
+            raise ValueError(f"model.pred_depth must be at least 1, got {depth}")
+        if pred_dim % num_heads != 0 or pred_dim % 4 != 0:
+            raise ValueError(
+                f"model.pred_dim {pred_dim} must be a multiple of 4 and of model.pred_num_heads {num_heads}"
+            )
+        self.num_patches = num_patches
+        self.embed_in = nn.Linear(embed_dim, pred_dim)
+        self.mask_token = nn.Parameter(torch.zeros(1, 1, pred_dim))
+        self.register_buffer("pos_embed", sincos_pos_embed_2d(grid_h, grid_w, pred_dim), persistent=False)
+        self.blocks = nn.ModuleList([Block(pred_dim, num_heads, mlp_ratio) for _ in range(depth)])
+        self.norm = nn.LayerNorm(pred_dim)
+        self.embed_out = nn.Linear(pred_dim, embed_dim)
+        self.apply(_init_weights)
+        nn.init.trunc_normal_(self.mask_token, std=0.02)
+        _rescale_residual_projections(self.blocks)
+
+    def forward(self, context_tokens: Tensor, context_idx: Tensor, target_idx: Tensor) -> Tensor:
+        """``context_tokens [B, Nc, D]``, ``context_idx [B, Nc]``, ``target_idx [B, K, Nt]`` -> ``[B*K, Nt, D]``."""
+        if context_tokens.dim() != 3 or context_idx.shape != context_tokens.shape[:2]:
+            raise ValueError(
+                f"Predictor: context_tokens [B,Nc,D] and context_idx [B,Nc] disagree: "
+                f"{tuple(context_tokens.shape)} vs {tuple(context_idx.shape)}"
+            )
+        if target_idx.dim() != 3 or target_idx.shape[0] != context_tokens.shape[0]:
+            raise ValueError(f"Predictor: expected target_idx [B,K,Nt], got {tuple(target_idx.shape)}")
+        batch, num_blocks, block_len = target_idx.shape
+        pos = self.pos_embed.unsqueeze(0).expand(batch, -1, -1)
+
+        x = self.embed_in(context_tokens)
+        x = x + select_tokens(pos, context_idx).to(x.dtype)
+        # One sequence per (image, target block), batch-major: repeat each image's context K times.
+        x = x.repeat_interleave(num_blocks, dim=0)  # [B*K, Nc, P]
+
+        target_pos = select_targets(pos, target_idx)  # [B*K, Nt, P]
+        queries = self.mask_token.to(x.dtype) + target_pos.to(x.dtype)
+        x = torch.cat([x, queries], dim=1)
+        for block in self.blocks:
+            x = block(x)
+        x = self.norm(x[:, -block_len:])
+        return self.embed_out(x)
+
+
+class JEPA(nn.Module):
+    """Context encoder + EMA target encoder (no gradients) + predictor."""
+
+    def __init__(
+        self,
+        img_size: int = 32,
+        patch_size: int = 4,
+        in_chans: int = 3,
+        embed_dim: int = 96,
+        depth: int = 4,
+        num_heads: int = 4,
+        mlp_ratio: float = 4.0,
+        pred_dim: int = 48,
+        pred_depth: int = 2,
+        pred_num_heads: int = 4,
+    ) -> None:
+        super().__init__()
+        self.context_encoder = VisionTransformer(img_size, patch_size, in_chans, embed_dim, depth, num_heads, mlp_ratio)
+        self.target_encoder = copy.deepcopy(self.context_encoder)
+        self.target_encoder.requires_grad_(False)
+        grid_h, grid_w = self.grid_size
+        self.predictor = Predictor(
+            self.num_patches, grid_h, grid_w, embed_dim, pred_dim, pred_depth, pred_num_heads, mlp_ratio
+        )
+
+    @property
+    def grid_size(self) -> tuple[int, int]:
+        return (self.context_encoder.grid_h, self.context_encoder.grid_w)
+
+    @property
+    def num_patches(self) -> int:
+        return self.context_encoder.num_patches
+
+
+def param_counts(model: JEPA) -> dict[str, int]:
+    """Parameter counts for the run-facts row: total (both encoders + predictor), trainable, encoder, predictor."""
+
+    def count(module: nn.Module, trainable_only: bool = False) -> int:
+        return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+
+    return {
+        "params/total": count(model),
+        "params/trainable": count(model, trainable_only=True),
+        "params/encoder": count(model.context_encoder),
+        "params/predictor": count(model.predictor),
+    }

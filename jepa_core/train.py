@@ -1,0 +1,386 @@
+"""The training loop: data, masks, schedules, the step, diagnostics, rules, evaluation, checkpoints.
+
+Read top to bottom: `Trainer.__init__` sets everything up (every error is raised before the run directory exists),
+`Trainer.run` loops `Trainer.step_once`, and `main` is the headless entry point (`jepa train`, `torchrun -m
+jepa_core.train`). Schedules and batches are pure functions of the step, so resume needs no replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from jepa_core import distributed
+from jepa_core.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
+from jepa_core.config import (Config, ConfigError, DiagnosticsConfig, apply_overrides, config_to_dict, load_config,
+                              preset, validate)
+from jepa_core.console import format_console_line
+from jepa_core.control import ControlWatcher
+from jepa_core.data import DataError, batch_indices, build_datasets, normalize_images
+from jepa_core.ema import ema_momentum
+from jepa_core.evaluation import run_evaluation
+from jepa_core.instrument import Instrumentation
+from jepa_core.masks import MaskBatch, MaskSampler, leak_targets
+from jepa_core.model import JEPA
+from jepa_core.rules import RuleEngine
+from jepa_core.rundir import RunPaths, create_run, finish_meta, load_run_config, start_meta
+from jepa_core.schedules import cosine_schedule, warmup_cosine
+from jepa_core.sinks import JsonlSink, MetricLogger, TensorBoardSink, TrackioSink, WandbSink
+from jepa_core.step import OnlineNetwork, StepOutput, StepSettings, build_optimizer, train_step
+from jepa_core.stream import iter_rows
+
+MetricsCallback = Callable[[int, dict], None]
+
+
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    if name == "auto":
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"runtime.device = {name!r} but CUDA is not available on this machine")
+    return torch.device(name)
+
+
+def step_generator(seed: int, step: int, rank: int = 0) -> torch.Generator:
+    """Mask randomness for one step, derived from (seed, step, rank) alone: resume is exact without saved RNG."""
+    return torch.Generator().manual_seed((seed * 1_000_003 + step) * 131 + rank)
+
+
+class Trainer:
+    def __init__(self, cfg: Config, run_dir: str | Path | None = None, resume: bool = False,
+                 quiet: bool = False, progress: bool | None = None):
+        validate(cfg)
+        self.cfg = cfg
+        self.quiet = quiet
+        self.dist = distributed.context()
+        if cfg.runtime.num_threads:
+            torch.set_num_threads(cfg.runtime.num_threads)
+        self.device = resolve_device(cfg.runtime.device, self.dist.local_rank)
+        d, m = cfg.data, cfg.model
+        self.train_set, self.heldout = build_datasets(d.dataset, d.path, m.img_size, d.num_classes, d.num_train,
+                                                      d.num_heldout, d.heldout_fraction, cfg.runtime.seed)
+        k = cfg.masks
+        grid = m.img_size // m.patch_size
+        self.mask_sampler = MaskSampler(grid, grid, k.num_targets, tuple(k.target_scale), tuple(k.target_aspect),
+                                        tuple(k.context_scale), tuple(k.context_aspect), k.min_keep)
+
+        torch.manual_seed(cfg.runtime.seed)
+        self.model = JEPA(m.img_size, m.patch_size, m.in_chans, m.embed_dim, m.depth, m.num_heads, m.mlp_ratio,
+                          m.pred_dim, m.pred_depth, m.pred_num_heads).to(self.device)
+        extra = []
+        if cfg.faults.target_gradients:
+            self.model.target_encoder.requires_grad_(True)
+            extra = list(self.model.target_encoder.parameters())
+        self.optimizer = build_optimizer(self.model, (cfg.optim.beta1, cfg.optim.beta2), extra)
+        self.online = distributed.wrap(OnlineNetwork(self.model), self.dist, self.device)
+        self.instrumentation = Instrumentation(self.model, cfg.diagnostics, cfg.optim.steps, self.device,
+                                               self.dist.world_size)
+        self.rules = RuleEngine(cfg.rules)
+        self.step = 0
+        self.critical_alert = False
+        self.stop_requested = False  # set by the control file ("stop": true)
+        self.on_metrics: MetricsCallback | None = None
+        self.last_images: torch.Tensor | None = None  # uint8 batch, for the notebook's mask overlay
+        self.last_masks: MaskBatch | None = None
+
+        # Everything that can fail on bad input has run: only now touch the disk.
+        self.paths = self._open_run_dir(run_dir, resume)
+        self.logger = self._build_logger()
+        self.control = ControlWatcher(self.paths.root) if self.dist.is_main else None
+        show = cfg.logging.progress_bar if progress is None else progress
+        self._progress = None
+        if show and self.dist.is_main and not quiet:
+            from tqdm.auto import tqdm
+
+            self._progress = tqdm(total=cfg.optim.steps, initial=self.step, unit="step", dynamic_ncols=True)
+
+    # ----------------------------------------------------------------------------------------------------- setup
+    def _open_run_dir(self, run_dir: str | Path | None, resume: bool) -> RunPaths:
+        if resume:
+            paths = RunPaths(Path(run_dir))
+            ckpt = latest_checkpoint(paths.checkpoints)
+            if ckpt is None:
+                raise CheckpointError(f"no loadable checkpoint in {paths.checkpoints} to resume from")
+            self._load_state(load_checkpoint(ckpt, self.device), paths)
+        elif self.dist.is_main:
+            name = Path(run_dir).name if run_dir else None
+            if run_dir:
+                self.cfg.logging.runs_dir = str(Path(run_dir).parent)
+            paths = create_run(self.cfg, name)
+        else:
+            paths = RunPaths(Path(run_dir or self.cfg.logging.runs_dir))
+        paths = distributed.broadcast_path(paths, self.dist)
+        self.meta = start_meta(paths, self.cfg, self.device, self.dist.world_size) if self.dist.is_main else {}
+        if self.dist.is_main and not resume:
+            torch.save(self.model.context_encoder.state_dict(), paths.checkpoints / "init.pt")
+        return paths
+
+    def _load_state(self, state: dict, paths: RunPaths) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.instrumentation.load_state_dict(state.get("instrumentation", {}))
+        init = paths.checkpoints / "init.pt"
+        if init.is_file():
+            self.instrumentation.set_initial_weights(torch.load(init, map_location="cpu", weights_only=True))
+        self.step = int(state["step"])
+        # Rules are streaming state machines: replaying the kept rows restores them exactly, nothing to store.
+        for row in iter_rows(paths.metrics):
+            if row.get("step", 0) <= self.step and "event" not in row:
+                self.rules.update(row)
+
+    def _build_logger(self) -> MetricLogger:
+        lg = self.cfg.logging
+        sinks = []
+        if self.dist.is_main:
+            attempt = int(self.meta.get("attempt", 1))
+            if lg.jsonl:
+                sinks.append(JsonlSink(self.paths.metrics, attempt=attempt))
+            if lg.tensorboard:
+                sinks.append(TensorBoardSink(self.paths.tensorboard, purge_step=self.step + 1 if attempt > 1 else None))
+            if lg.wandb:
+                sinks.append(WandbSink(project="jepa-workbench", name=self.paths.root.name,
+                                       config=config_to_dict(self.cfg)))
+            if lg.trackio:
+                sinks.append(TrackioSink(project="jepa-workbench", name=self.paths.root.name,
+                                         config=config_to_dict(self.cfg)))
+        return MetricLogger(sinks, rank=self.dist.rank)
+
+    # ------------------------------------------------------------------------------------------------ schedules
+    def settings(self, step: int) -> StepSettings:
+        """Everything the step needs, as a pure function of the step index (0-based: the update being made)."""
+        o, f, total = self.cfg.optim, self.cfg.faults, self.cfg.optim.steps
+        lr = warmup_cosine(step, total, o.warmup_steps, o.lr, o.final_lr, o.start_lr)
+        faulty = step >= f.start_step
+        if faulty and f.lr_blowup_factor != 1.0:
+            lr *= f.lr_blowup_factor
+        tau = ema_momentum(step, total, self.cfg.ema.start, self.cfg.ema.end, self.cfg.ema.schedule)
+        if faulty and f.target_copies_online:
+            tau = 0.0
+        micro = o.gns_microbatches if self.instrumentation.wants_micro_grads(step + 1) else 1
+        return StepSettings(
+            lr=lr, wd=cosine_schedule(step, total, o.weight_decay, o.final_weight_decay), ema_tau=tau, loss=o.loss,
+            grad_clip=o.grad_clip, micro_batches=micro if self.dist.world_size == 1 else 1,
+            update_target=not (faulty and f.frozen_target),
+            target_gradients=f.target_gradients, collapse_weight=f.collapse_weight if faulty else 0.0)
+
+    def batch(self, step: int) -> tuple[torch.Tensor, MaskBatch]:
+        o, world, rank = self.cfg.optim, self.dist.world_size, self.dist.rank
+        idx = batch_indices(len(self.train_set), o.batch_size, step, self.cfg.runtime.seed)
+        idx = idx.chunk(world)[rank]  # each rank trains on its slice of the global batch
+        images = self.train_set.images[idx]
+        gen = step_generator(self.cfg.runtime.seed, step, rank)
+        masks = self.mask_sampler.sample(len(idx), gen)
+        f = self.cfg.faults
+        if f.mask_leak_fraction > 0 and step >= f.start_step:
+            masks = leak_targets(masks, f.mask_leak_fraction, gen)
+        self.last_images, self.last_masks = images, masks
+        return images, masks
+
+    # ---------------------------------------------------------------------------------------------------- steps
+    def autocast(self) -> contextlib.AbstractContextManager:
+        p = self.cfg.runtime.precision
+        if (p == "auto" and self.device.type == "cuda") or p == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def step_once(self) -> dict[str, float]:
+        """Run one optimisation step and everything due at it; returns the metrics logged for it."""
+        t0 = time.perf_counter()
+        s = self.step  # 0-based index of this update; rows are logged at step s + 1
+        images, masks = self.batch(s)
+        images = normalize_images(images).to(self.device, non_blocking=True)
+        masks = MaskBatch(masks.context_idx.to(self.device), masks.target_idx.to(self.device))
+        t_data = time.perf_counter() - t0
+        settings = self.settings(s)
+        wants_grads = self.instrumentation.wants_grads(s + 1)
+        out: StepOutput = train_step(
+            s + 1, self.online, self.model, self.optimizer, images, masks, settings, self.cfg.optim.batch_size,
+            autocast=self.autocast,
+            after_backward=(lambda: self.instrumentation.after_backward(s + 1, self.model)) if wants_grads else None)
+        self.step = s + 1
+        metrics = self.instrumentation.after_step(out, self.model, time.perf_counter() - t0, t_data)
+        if metrics and "loss" in metrics:
+            metrics["epoch"] = self.step * self.cfg.optim.batch_size / len(self.train_set)
+        self._emit(self.step, metrics)
+        self._after_step()
+        return metrics
+
+    def _after_step(self) -> None:
+        cfg, step = self.cfg, self.step
+        if self._progress is not None:
+            self._progress.update(1)
+        if step % cfg.diagnostics.eval_every_steps == 0 or step == cfg.optim.steps:
+            self.evaluate()
+        if step % cfg.logging.checkpoint_every_steps == 0 or step == cfg.optim.steps:
+            self.save()
+        self._poll_control()
+
+    def _emit(self, step: int, metrics: dict[str, float], reduce: bool = True) -> None:
+        """One row into the stream, through the rules, to the console and to any in-process listener."""
+        if not metrics:
+            return
+        if reduce:  # every rank reaches this point at the same steps with the same keys
+            metrics = distributed.reduce_metrics(metrics, self.dist)
+        self.logger.log(step, metrics)
+        for alert in self.rules.update({"step": step, **metrics}):
+            self.logger.alert(alert.step, alert.rule, alert.severity, alert.metric, alert.value, alert.message)
+            self._print(f"[{alert.severity}] step {alert.step} {alert.rule}: {alert.message}")
+            if alert.severity == "critical":
+                self.critical_alert = True
+        if self._progress is not None and step % self.cfg.logging.log_every_steps == 0:
+            self._progress.set_postfix_str(format_console_line(step, self.cfg.optim.steps, metrics), refresh=False)
+        elif self._progress is None and not self.quiet and step % self.cfg.logging.log_every_steps == 0:
+            self._print(format_console_line(step, self.cfg.optim.steps, metrics))
+        if self.on_metrics is not None:
+            self.on_metrics(step, metrics)
+
+    def _print(self, text: str) -> None:
+        if not self.dist.is_main or self.quiet:
+            return
+        if self._progress is not None:
+            self._progress.write(text)
+        else:
+            print(text, flush=True)
+
+    def _poll_control(self) -> None:
+        if self.control is None:
+            return
+        changes = self.control.poll()
+        if not changes:
+            return
+        cadences = {k: v for k, v in changes.items() if k.endswith("_every_steps")}
+        if cadences:
+            for key, value in cadences.items():
+                setattr(self.cfg.diagnostics, key, value)
+            self.set_cadences(self.cfg.diagnostics)
+            self.logger.log(self.step, {}, event="cadence", **cadences)
+        if changes.get("stop"):
+            self.stop_requested = True
+
+    def set_cadences(self, cadences: DiagnosticsConfig) -> None:
+        self.cfg.diagnostics = cadences
+        self.instrumentation.set_cadences(cadences)
+
+    def evaluate(self) -> dict[str, float]:
+        if not self.dist.is_main:
+            return {}
+        result = run_evaluation(self.model, self.heldout, self.cfg, self.device, self.step,
+                                self.paths.artifacts if self.cfg.eval.artifacts else None,
+                                self.last_images, self.last_masks)
+        self._emit(self.step, result, reduce=False)  # rank 0 alone evaluates
+        return result
+
+    def save(self) -> None:
+        if not self.dist.is_main:
+            return
+        self.logger.fsync()  # the stream on disk must cover every step the checkpoint claims
+        state = {"step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "instrumentation": self.instrumentation.state_dict(), "config": config_to_dict(self.cfg)}
+        save_checkpoint(self.paths.checkpoints, self.step, state)
+        prune_checkpoints(self.paths.checkpoints, keep_last=3)
+
+    # ----------------------------------------------------------------------------------------------------- loop
+    def run(self, stop_event: threading.Event | None = None, on_metrics: MetricsCallback | None = None,
+            max_steps: int | None = None) -> str:
+        """Train until the configured step count, a stop request, or `max_steps` more steps. Returns the status."""
+        self.on_metrics = on_metrics
+        status = "running"
+        try:
+            if self.step == 0:
+                self._emit(0, self.instrumentation.start_metrics())
+                if self.cfg.eval.at_start:
+                    self.evaluate()
+            end = self.cfg.optim.steps if max_steps is None else min(self.cfg.optim.steps, self.step + max_steps)
+            while self.step < end:
+                self.step_once()
+                if self.critical_alert and self.cfg.rules.stop_on_critical:
+                    self._print(f"stopping at step {self.step}: critical alert and rules.stop_on_critical")
+                    self.save()
+                    status = "stopped_on_alert"
+                    break
+                if self.stop_requested or (stop_event is not None and stop_event.is_set()):
+                    self.save()
+                    status = "stopped"
+                    break
+            else:
+                status = "finished" if self.step >= self.cfg.optim.steps else "paused"
+        except BaseException:
+            status = "crashed"
+            raise
+        finally:
+            if self.dist.is_main and status != "paused":
+                finish_meta(self.paths, status, self.step)
+            if status != "paused":
+                self.close()
+        return status
+
+    def step_n(self, n: int) -> str:
+        """Advance n steps and keep the trainer open (the notebook's Step N button)."""
+        return self.run(max_steps=n)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.close()
+            self._progress = None
+        self.logger.close()
+
+
+# --------------------------------------------------------------------------------------------------------- CLI
+
+
+def build_parser(prog: str = "jepa train") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Train a JEPA model headless and write a run directory.")
+    p.add_argument("--config", type=Path, help="TOML config file (a top-level preset = 'tiny'|'small' picks the base)")
+    p.add_argument("--preset", default=None, help="start from a built-in preset: tiny (CPU) or small (GPU)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one config value (TOML syntax), may repeat")
+    p.add_argument("--name", help="run name (directory under logging.runs_dir)")
+    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its latest checkpoint")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or console lines")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    if args.resume is not None:
+        if not (args.resume / "config.toml").is_file():
+            raise ConfigError(f"--resume {args.resume}: no config.toml there (is it a run directory?)")
+        cfg = load_run_config(args.resume)
+    elif args.config is not None:
+        if args.preset:
+            raise ConfigError("give either --config or --preset (a config file names its preset itself)")
+        cfg = load_config(args.config)
+    else:
+        cfg = preset(args.preset or "tiny")
+    apply_overrides(cfg, args.overrides)
+    if args.name:
+        cfg.logging.name = args.name
+    return validate(cfg)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = config_from_args(args)
+        distributed.init_if_needed(cfg.runtime.device)
+        trainer = Trainer(cfg, run_dir=args.resume, resume=args.resume is not None, quiet=args.quiet)
+    except (ConfigError, DataError, CheckpointError, FileExistsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    status = trainer.run()
+    if trainer.dist.is_main and not args.quiet:
+        print(f"{status} at step {trainer.step}: {trainer.paths.root}")
+    distributed.shutdown()
+    return 0 if status in ("finished", "stopped", "stopped_on_alert") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

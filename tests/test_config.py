@@ -1,0 +1,107 @@
+import pytest
+
+from jepa_core.config import (CADENCE_KEYS, Config, ConfigError, apply_overrides, config_to_toml, load_config, preset,
+                              save_config, validate)
+
+
+def test_presets_validate():
+    for name in ("tiny", "small"):
+        validate(preset(name))
+    assert preset("tiny").diagnostics.covariance_every_steps < preset("small").diagnostics.covariance_every_steps
+
+
+def test_unknown_preset():
+    with pytest.raises(ConfigError, match="unknown preset 'huge'"):
+        preset("huge")
+
+
+def test_toml_round_trip(tmp_path):
+    cfg = preset("tiny")
+    apply_overrides(cfg, ["optim.lr=5e-4", "masks.target_scale=[0.1, 0.2]", "ema.schedule=cosine",
+                          "logging.name=my run"])
+    path = tmp_path / "c.toml"
+    save_config(cfg, path)
+    again = load_config(path)
+    assert again == cfg
+    assert again.optim.lr == 5e-4 and again.masks.target_scale == [0.1, 0.2] and again.ema.schedule == "cosine"
+
+
+BAD_VALUES = [
+    ("optim.batch_size=0", "optim.batch_size"),
+    ("optim.batch_size=-3", "optim.batch_size"),
+    ("optim.batch_size='abc'", "optim.batch_size"),
+    ("optim.batch_size=1.5", "optim.batch_size"),
+    ("optim.lr=-1.0", "optim.lr"),
+    ("optim.loss='l3'", "optim.loss"),
+    ("diagnostics.covariance_every_steps=0", "diagnostics.covariance_every_steps"),
+    ("diagnostics.eval_every_steps=-5", "diagnostics.eval_every_steps"),
+    ("masks.target_scale=[0.2, 1.5]", "masks.target_scale"),
+    ("masks.target_scale=[0.0, 0.2]", "masks.target_scale"),
+    ("masks.target_scale=[0.3, 0.2]", "masks.target_scale"),
+    ("masks.context_scale=[0.85, 1.2]", "masks.context_scale"),
+    ("masks.target_aspect=[2.0, 0.5]", "masks.target_aspect"),
+    ("masks.target_scale=[0.1]", "masks.target_scale"),
+    ("model.img_size=30", "model.img_size"),
+    ("model.num_heads=5", "model.embed_dim"),
+    ("ema.start=1.5", "ema.start"),
+    ("ema.schedule='step'", "ema.schedule"),
+    ("data.dataset='imagenet'", "data.dataset"),
+    ("runtime.device='tpu'", "runtime.device"),
+    ("faults.mask_leak_fraction=2.0", "faults.mask_leak_fraction"),
+    ("optim.nonsense=1", "optim.nonsense"),
+    ("nosection.key=1", "nosection"),
+    ("logging.tensorboard=1", "logging.tensorboard"),
+]
+
+
+@pytest.mark.parametrize("override, key", BAD_VALUES)
+def test_bad_value_names_the_key(override, key):
+    with pytest.raises(ConfigError) as info:
+        validate(apply_overrides(preset("tiny"), [override]))
+    assert key in str(info.value)
+
+
+def test_mask_config_that_cannot_fit_names_masks_key():
+    # Eight targets of up to 70% of the grid leave no context on an 8x8 grid.
+    with pytest.raises(ConfigError) as info:
+        validate(apply_overrides(preset("tiny"), ["masks.num_targets=8", "masks.target_scale=[0.6, 0.7]"]))
+    assert "masks." in str(info.value)
+
+
+def test_every_cadence_key_rejects_zero():
+    for key in CADENCE_KEYS:
+        with pytest.raises(ConfigError, match=f"diagnostics.{key}"):
+            validate(apply_overrides(preset("tiny"), [f"diagnostics.{key}=0"]))
+
+
+def test_missing_and_malformed_files(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[optim]\nlr = = 3\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(bad)
+    assert str(bad) in str(info.value) and "line 2" in str(info.value)
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("[optim]\nlearning_rate = 0.1\n")
+    with pytest.raises(ConfigError, match="optim.learning_rate"):
+        load_config(unknown)
+
+
+def test_config_file_picks_preset(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('preset = "small"\n[optim]\nsteps = 7\n')
+    cfg = load_config(path)
+    assert cfg.model.embed_dim == preset("small").model.embed_dim and cfg.optim.steps == 7
+
+
+def test_override_syntax_errors():
+    with pytest.raises(ConfigError, match="section.key=value"):
+        apply_overrides(Config(), ["optim.lr"])
+    with pytest.raises(ConfigError, match="section.key=value"):
+        apply_overrides(Config(), ["lr=3"])
+
+
+def test_toml_text_is_readable():
+    text = config_to_toml(preset("tiny"))
+    assert "[optim]" in text and "batch_size = 128" in text

@@ -1,0 +1,394 @@
+"""Early-warning rules driven by synthetic metric streams shaped like the tiny-preset calibration runs."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+
+import pytest
+
+from jepa_core.detectors import EpisodeGate, OneSidedCusum, RobustBaseline, StepEwma
+from jepa_core.rules import Alert, Rule, RuleEngine, RulesConfig, build_rules, evaluate_rows
+
+STEPS = 300
+BASIC, REPR, COV, DIST = 5, 5, 10, 10  # tiny preset cadences
+Mutator = Callable[[int, dict], None]
+
+
+def synthetic_run(seed: int, steps: int = STEPS, mutate: Mutator | None = None, noise: float = 1.0) -> list[dict]:
+    """A healthy-looking sparse metric stream; `mutate(step, row)` plants a fault in place."""
+    rng = random.Random(seed)
+
+    def jitter(sigma: float) -> float:
+        return 1.0 + noise * rng.gauss(0.0, sigma)
+
+    rows: list[dict] = []
+    for step in range(steps + 1):
+        row: dict = {"step": step}
+        if step % BASIC == 0:
+            warm = min(1.0, (step + 1) / 50)
+            row.update(loss=(0.3 + 0.7 * math.exp(-step / 80)) * jitter(0.03),
+                       grad_norm=(0.4 + 0.6 * warm) * math.exp(noise * rng.gauss(0.0, 0.12)),
+                       lr=1e-3 * warm, ema_tau=0.996 + 0.004 * step / steps)
+            row["mask/overlap_fraction"] = 0.0
+            row["ema/target_grad_params"] = 0
+        if step % REPR == 0:
+            row["target/std_mean"] = 0.5 * jitter(0.04)
+            row["target/std_l2n"] = 0.12 * jitter(0.04)
+            row["target/norm_mean"] = 8.0 * jitter(0.02)
+            row["target/dead_dim_fraction"] = max(0.0, 0.01 + noise * rng.gauss(0.0, 0.01))
+            row["pred_target/cosine"] = 0.3 + 0.4 * step / steps + noise * rng.gauss(0.0, 0.02)
+        if step % COV == 0:
+            row["target/effective_rank"] = 30.0 * jitter(0.04)
+            # healthy slow drift: token rank falls ~25% over 170 steps (as measured on a real tiny run)
+            row["target/token_effective_rank"] = 40.0 * (1.0 - 0.25 * min(step, 170) / 170) * jitter(0.04)
+        if step % DIST == 0:
+            level = 0.01 * (1.0 - math.exp(-step / 250))
+            row["ema/relative_param_l2"] = level * jitter(0.01)
+            row["ema/param_l2"] = 100 * level * jitter(0.01)
+        if mutate is not None:
+            mutate(step, row)
+        if len(row) > 1:
+            rows.append(row)
+    return rows
+
+
+def alerts_of(rows: list[dict], rule: str, cfg: RulesConfig | None = None) -> list[Alert]:
+    return [a for a in evaluate_rows(rows, cfg) if a.rule == rule]
+
+
+def single_alert(rows: list[dict], rule: str, lo: int, hi: int) -> Alert:
+    found = alerts_of(rows, rule)
+    assert len(found) == 1, f"{rule}: expected one alert, got {found}"
+    assert lo <= found[0].step <= hi, f"{rule} fired at step {found[0].step}, expected within [{lo}, {hi}]"
+    return found[0]
+
+
+# --------------------------------------------------------------------------- silence on healthy runs
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_healthy_runs_raise_no_alert(seed: int) -> None:
+    assert evaluate_rows(synthetic_run(seed)) == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_single_grad_norm_spike_and_single_loss_spike_are_silent(seed: int) -> None:
+    def spike(step: int, row: dict) -> None:
+        if step == 150:
+            row["grad_norm"] *= 20.0
+        if step == 200:
+            row["loss"] *= 3.0
+
+    assert evaluate_rows(synthetic_run(seed, mutate=spike)) == []
+
+
+# --------------------------------------------------------------------------- each rule on its planted fault
+
+
+def test_mask_leak_fires_at_once_and_once_per_episode() -> None:
+    def leak(step: int, row: dict) -> None:
+        if 100 <= step and "mask/overlap_fraction" in row:
+            row["mask/overlap_fraction"] = 0.1
+
+    alert = single_alert(synthetic_run(0, mutate=leak), "mask_leak", 100, 100)
+    assert alert.severity == "critical" and alert.metric == "mask/overlap_fraction" and alert.value == 0.1
+    assert "context" in alert.message and "Check" in alert.message
+
+
+def test_target_gradients_fires_at_once() -> None:
+    def grads(step: int, row: dict) -> None:
+        if 40 <= step and "ema/target_grad_params" in row:
+            row["ema/target_grad_params"] = 12
+
+    alert = single_alert(synthetic_run(1, mutate=grads), "target_gradients", 40, 40)
+    assert alert.severity == "critical"
+    assert "torch.no_grad()" in alert.message and "requires_grad=False" in alert.message
+
+
+def test_non_finite_loss_fires_once_per_episode_and_rearms() -> None:
+    def nan(step: int, row: dict) -> None:
+        if "loss" in row and (150 <= step <= 160 or step == 260):
+            row["loss"] = math.nan
+        if step == 200 and "grad_norm" in row:
+            row["grad_norm"] = math.inf
+
+    found = alerts_of(synthetic_run(2, mutate=nan), "non_finite")
+    assert [(a.step, a.metric) for a in found] == [(150, "loss"), (200, "grad_norm"), (260, "loss")]
+    assert all(a.severity == "critical" for a in found)
+    assert math.isnan(found[0].value) and "learning rate" in found[0].message
+
+
+def test_non_finite_strings_from_a_file_are_understood() -> None:
+    found = evaluate_rows([{"step": 3, "loss": "NaN"}, {"step": 4, "grad_norm": "-Infinity"}])
+    # one episode: the grad_norm reading right after the NaN loss is the same failure, not a second alert
+    assert [(a.step, a.rule, a.metric) for a in found] == [(3, "non_finite", "loss")]
+    found = evaluate_rows([{"step": 4, "grad_norm": "-Infinity"}])
+    assert [(a.rule, a.value) for a in found] == [("non_finite", -math.inf)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_variance_collapse_fires_during_the_fall(seed: int) -> None:
+    def collapse(step: int, row: dict) -> None:
+        if step >= 100 and "target/std_mean" in row:
+            row["target/std_mean"] *= 0.5 ** ((step - 100) / 15)
+
+    alert = single_alert(synthetic_run(seed, mutate=collapse), "variance_collapse", 115, 150)
+    assert alert.severity == "critical" and alert.metric == "target/std_mean"
+    assert "EMA momentum" in alert.message
+
+
+def test_variance_collapse_on_non_monotone_std_l2n() -> None:
+    # std of L2-normalised features is not monotone on the way down: it wobbles +-30% while it decays
+    def collapse(step: int, row: dict) -> None:
+        if step >= 100 and "target/std_l2n" in row:
+            wobble = 1.3 if (step // 5) % 2 else 0.8
+            row["target/std_l2n"] *= wobble * 0.5 ** ((step - 100) / 20)
+
+    alert = single_alert(synthetic_run(3, mutate=collapse), "variance_collapse", 120, 190)
+    assert alert.metric == "target/std_l2n"
+
+
+def test_dead_dimensions_fires_on_sustained_rise() -> None:
+    def dying(step: int, row: dict) -> None:
+        if step >= 120 and "target/dead_dim_fraction" in row:
+            row["target/dead_dim_fraction"] = min(0.8, 0.01 + 0.01 * (step - 120))
+
+    alert = single_alert(synthetic_run(4, mutate=dying), "dead_dimensions", 140, 170)
+    assert alert.severity == "warning" and "weight decay" in alert.message
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_rank_collapse_fires_on_sharp_token_rank_fall(seed: int) -> None:
+    # copy-online calibration: token rank halves within ~40 steps, well before the loss crash
+    def collapse(step: int, row: dict) -> None:
+        if step >= 80 and "target/token_effective_rank" in row:
+            row["target/token_effective_rank"] *= 0.5 ** ((step - 80) / 40)
+
+    alert = single_alert(synthetic_run(seed, mutate=collapse), "rank_collapse", 90, 140)
+    assert alert.metric == "target/token_effective_rank" and alert.severity == "warning"
+
+
+def test_rank_collapse_fires_on_pooled_rank_after_lr_blowup_while_std_rises() -> None:
+    def blowup(step: int, row: dict) -> None:
+        if step >= 150:
+            if "target/effective_rank" in row:
+                row["target/effective_rank"] = 3.0 + 27.0 * math.exp(-(step - 150) / 15)
+            if "target/std_mean" in row:
+                row["target/std_mean"] *= 1.0 + (step - 150) / 50
+
+    rows = synthetic_run(5, mutate=blowup)
+    single_alert(rows, "rank_collapse", 160, 190)
+    assert alerts_of(rows, "variance_collapse") == []  # a std-only rule would miss this
+
+
+def test_ema_stalled_when_target_copies_online() -> None:
+    def copy(step: int, row: dict) -> None:
+        if "ema/relative_param_l2" in row:
+            row["ema/relative_param_l2"] = 0.0
+            row["ema/param_l2"] = 0.0
+
+    alert = single_alert(synthetic_run(6, mutate=copy), "ema_stalled", 30, 30)  # readings 10, 20, 30
+    assert alert.severity == "critical" and alert.metric == "ema/relative_param_l2"
+    assert "momentum" in alert.message
+
+
+def test_ema_stalled_when_target_statistics_freeze() -> None:
+    def frozen(step: int, row: dict) -> None:
+        if step >= 100:
+            for key, value in (("target/std_mean", 0.5), ("target/norm_mean", 8.0), ("target/effective_rank", 30.0)):
+                if key in row:
+                    row[key] = value
+            if "ema/param_l2" in row:
+                row["ema/param_l2"] = 0.01 * step
+
+    alert = single_alert(synthetic_run(7, mutate=frozen), "ema_stalled", 105, 130)
+    assert "never updated" in alert.message
+
+
+def test_ema_runaway_on_parameter_distance_jump() -> None:
+    def blowup(step: int, row: dict) -> None:
+        if step >= 150 and "ema/relative_param_l2" in row:
+            row["ema/relative_param_l2"] *= 10.0 * (1 + (step - 150) / 20)
+
+    alert = single_alert(synthetic_run(8, mutate=blowup), "ema_runaway", 150, 150)
+    assert alert.severity == "warning" and "learning rate" in alert.message
+
+
+def test_ema_runaway_on_unbounded_growth() -> None:
+    def growth(step: int, row: dict) -> None:
+        if step >= 100 and "ema/relative_param_l2" in row:
+            row["ema/relative_param_l2"] = 0.004 * 1.03 ** (step - 100)  # no levelling off
+
+    alert = single_alert(synthetic_run(9, mutate=growth), "ema_runaway", 200, 260)
+    assert "levelling off" in alert.message
+
+
+def test_ema_schedule_decreasing_and_out_of_range() -> None:
+    rows = [{"step": s, "ema_tau": 0.996 + 0.0001 * s} for s in range(0, 30, 5)]
+    rows += [{"step": 30, "ema_tau": 0.99}, {"step": 35, "ema_tau": 1.5}]
+    found = alerts_of(rows, "ema_schedule")
+    assert [(a.step, a.severity) for a in found] == [(30, "warning"), (35, "critical")]
+
+
+def test_false_comfort_when_cosine_high_and_variance_gone() -> None:
+    def comfort(step: int, row: dict) -> None:
+        if step >= 120:
+            if "target/std_l2n" in row:
+                row["target/std_l2n"] *= 0.5 ** ((step - 120) / 10)
+            if "pred_target/cosine" in row:
+                row["pred_target/cosine"] = 0.97
+
+    rows = synthetic_run(10, mutate=comfort)
+    alert = single_alert(rows, "false_comfort", 130, 160)
+    assert alert.severity == "critical" and alert.metric == "pred_target/cosine"
+    assert alerts_of(rows, "variance_collapse")  # the underlying collapse is reported too
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_divergence_on_sustained_grad_norm_climb(seed: int) -> None:
+    def climb(step: int, row: dict) -> None:
+        if step >= 150 and "grad_norm" in row:
+            row["grad_norm"] *= 1.03 ** (step - 150)
+
+    alert = single_alert(synthetic_run(seed, mutate=climb), "divergence", 155, 200)
+    assert alert.metric == "grad_norm" and "learning rate" in alert.message
+
+
+def test_divergence_on_sustained_loss_jump() -> None:
+    def jump(step: int, row: dict) -> None:
+        if step >= 200 and "loss" in row:
+            row["loss"] *= 4.0
+
+    alert = single_alert(synthetic_run(11, mutate=jump), "divergence", 205, 205)  # patience 2 readings
+    assert alert.metric == "loss"
+
+
+def test_not_learning_when_grad_norm_is_zero_from_the_start() -> None:
+    def dead(step: int, row: dict) -> None:
+        if "grad_norm" in row:
+            row["grad_norm"] = 0.0
+
+    alert = single_alert(synthetic_run(12, mutate=dead), "not_learning", 50, 60)  # 5 readings after warm-up 30
+    assert "requires_grad" in alert.message
+
+
+# --------------------------------------------------------------------------- engine, config, primitives
+
+
+def test_every_rule_has_a_name_and_follows_the_protocol() -> None:
+    rules = build_rules(RulesConfig())
+    names = {r.name for r in rules}
+    assert names == {"mask_leak", "target_gradients", "non_finite", "variance_collapse", "dead_dimensions",
+                     "rank_collapse", "ema_stalled", "ema_runaway", "ema_schedule", "false_comfort", "divergence",
+                     "not_learning"}
+    assert all(isinstance(r, Rule) for r in rules)
+
+
+def test_engine_ignores_event_rows_and_rejects_rows_without_step() -> None:
+    engine = RuleEngine()
+    assert engine.update({"step": 1, "event": "alert", "rule": "x", "loss": math.nan}) == []
+    with pytest.raises(ValueError, match="'step'"):
+        engine.update({"loss": 1.0})
+    with pytest.raises(ValueError, match="'step'"):
+        engine.update({"step": "7", "loss": 1.0})
+
+
+def test_engine_worst_severity_should_stop_and_to_row() -> None:
+    engine = RuleEngine(RulesConfig(stop_on_critical=True))
+    assert engine.worst_severity is None and not engine.should_stop
+    engine.update({"step": 0, "ema_tau": 0.9})
+    engine.update({"step": 1, "ema_tau": 0.8})
+    assert engine.worst_severity == "warning" and not engine.should_stop
+    fired = engine.update({"step": 2, "mask/overlap_fraction": 0.5})
+    assert engine.worst_severity == "critical" and engine.should_stop
+    row = fired[0].to_row()
+    assert row == {"step": 2, "event": "alert", "rule": "mask_leak", "severity": "critical",
+                   "metric": "mask/overlap_fraction", "value": 0.5, "message": fired[0].message}
+    assert len(engine.alerts) == 2
+
+
+def test_disabled_engine_never_fires() -> None:
+    assert evaluate_rows([{"step": 0, "loss": math.nan}], RulesConfig(enabled=False)) == []
+
+
+def test_config_is_plain_data() -> None:
+    import dataclasses
+
+    for f in dataclasses.fields(RulesConfig):
+        assert isinstance(getattr(RulesConfig(), f.name), (int, float, bool, str)), f.name
+
+
+@pytest.mark.parametrize(("key", "value", "match"), [
+    ("variance_patience", 0, "rules.variance_patience: must be at least 1"),
+    ("smoothing_alpha", 0.0, r"rules.smoothing_alpha: must be in \(0, 1\]"),
+    ("rank_rate_window_steps", 0.0, "rules.rank_rate_window_steps: must be positive"),
+    ("warmup_steps", -1, "rules.warmup_steps: must be >= 0"),
+    ("warmup_steps", "30", "rules.warmup_steps: expected int"),
+    ("false_comfort_cosine", math.nan, "rules.false_comfort_cosine: must be finite"),
+    ("non_finite_metrics", " , ", "rules.non_finite_metrics: needs at least one"),
+])
+def test_bad_config_values_name_the_key(key: str, value: object, match: str) -> None:
+    cfg = RulesConfig(**{key: value})
+    with pytest.raises(ValueError, match=match):
+        cfg.validate()
+    with pytest.raises(ValueError, match=match):
+        RuleEngine(cfg)
+
+
+def test_ints_are_accepted_for_float_thresholds() -> None:
+    assert RulesConfig(mask_leak_max_overlap=0).validate().mask_leak_max_overlap == 0
+
+
+def test_frozen_target_tolerance() -> None:
+    def nearly_frozen(step: int, row: dict) -> None:
+        if step >= 100:
+            for key in ("target/std_mean", "target/norm_mean", "target/effective_rank"):
+                if key in row:
+                    row[key] = 1.0 + 1e-4 * (step % 3)
+            if "ema/param_l2" in row:
+                row["ema/param_l2"] = 0.01 * step
+
+    rows = synthetic_run(7, mutate=nearly_frozen)
+    assert alerts_of(rows, "ema_stalled") == []
+    assert len(alerts_of(rows, "ema_stalled", RulesConfig(ema_frozen_rel_tolerance=1e-3))) == 1
+
+
+def test_thresholds_are_tunable() -> None:
+    def leak(step: int, row: dict) -> None:
+        if step >= 100 and "mask/overlap_fraction" in row:
+            row["mask/overlap_fraction"] = 0.01
+
+    rows = synthetic_run(0, mutate=leak)
+    assert alerts_of(rows, "mask_leak", RulesConfig(mask_leak_max_overlap=0.05)) == []
+    assert len(alerts_of(rows, "mask_leak", RulesConfig(mask_leak_max_overlap=0.0))) == 1
+
+
+def test_episode_gate_patience_dedup_and_rearm() -> None:
+    gate = EpisodeGate(rearm=2)
+    pattern = [True, True, True, True, False, True, False, False, True, True]
+    fired = [gate.observe("m", c, patience=2) for c in pattern]
+    assert fired == [False, True, False, False, False, False, False, False, False, True]
+
+
+def test_cusum_ignores_one_clipped_spike_but_catches_a_shift() -> None:
+    cusum = OneSidedCusum(drift=1.0, threshold=10.0, clip=5.0)
+    assert not cusum.update(100.0)
+    assert [cusum.update(0.0) for _ in range(4)] == [False] * 4 and cusum.total == 0.0
+    assert [cusum.update(6.0) for _ in range(3)] == [False, False, True]
+
+
+def test_robust_baseline_resists_outliers_and_step_ewma_is_cadence_free() -> None:
+    base = RobustBaseline(alpha=0.2, clip=3.0, min_scale=0.1)
+    for x in [1.0, 1.05, 0.95, 1.0, 1.02, 0.98]:
+        base.update(x)
+    center = base.center
+    base.update(1000.0)
+    assert base.center is not None and center is not None and abs(base.center - center) < 0.2
+    dense, sparse = StepEwma(50.0), StepEwma(50.0)
+    for step in range(0, 101):
+        dense.update(step, float(step))
+    for step in range(0, 101, 10):
+        sparse.update(step, float(step))
+    assert dense.value is not None and sparse.value is not None and abs(dense.value - sparse.value) < 6.0

@@ -1,0 +1,35 @@
+import pytest
+
+from jepa_core.schedules import cosine_schedule, warmup_cosine
+
+
+def test_warmup_cosine_endpoints_and_continuity():
+    kw = dict(total_steps=100, warmup_steps=10, base=1.0, final=0.1, start=0.0)
+    assert warmup_cosine(0, **kw) == pytest.approx(0.0)
+    assert warmup_cosine(5, **kw) == pytest.approx(0.5)
+    assert warmup_cosine(10, **kw) == pytest.approx(1.0)
+    # continuous around the end of warmup: neighbours within one warmup increment
+    assert abs(warmup_cosine(9, **kw) - warmup_cosine(10, **kw)) <= 0.1 + 1e-12
+    assert abs(warmup_cosine(11, **kw) - warmup_cosine(10, **kw)) < 0.01
+    assert warmup_cosine(55, **kw) == pytest.approx(0.55)  # cosine midpoint
+    assert warmup_cosine(100, **kw) == pytest.approx(0.1)
+    assert warmup_cosine(500, **kw) == pytest.approx(0.1)
+    decay = [warmup_cosine(s, **kw) for s in range(10, 101)]
+    assert all(b <= a for a, b in zip(decay, decay[1:]))
+
+
+def test_warmup_cosine_no_warmup_and_errors():
+    assert warmup_cosine(0, 10, 0, 2.0, 0.0) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        warmup_cosine(0, 10, 20, 1.0, 0.0)
+    with pytest.raises(ValueError, match="step"):
+        warmup_cosine(-1, 10, 2, 1.0, 0.0)
+
+
+def test_cosine_schedule_endpoints():
+    assert cosine_schedule(0, 50, 0.04, 0.4) == pytest.approx(0.04)
+    assert cosine_schedule(25, 50, 0.04, 0.4) == pytest.approx(0.22)
+    assert cosine_schedule(50, 50, 0.04, 0.4) == pytest.approx(0.4)
+    assert cosine_schedule(80, 50, 0.04, 0.4) == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="total_steps"):
+        cosine_schedule(0, 0, 0.0, 1.0)
