@@ -397,6 +397,8 @@ def validate(cfg: Config) -> Config:
     for name in ("beta1", "beta2"):
         if not 0 <= getattr(o, name) < 1:
             raise ConfigError(f"optim.{name} must be in [0, 1), got {getattr(o, name)}")
+    if o.warmup_steps > o.steps:
+        raise ConfigError(f"optim.warmup_steps {o.warmup_steps} exceeds optim.steps {o.steps}")
     if o.loss not in ("smooth_l1", "mse"):
         raise ConfigError(f"optim.loss: unknown loss {o.loss!r}; choose smooth_l1 or mse")
     if o.batch_size % o.gns_microbatches:

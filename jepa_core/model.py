@@ -169,6 +169,11 @@ class VisionTransformer(nn.Module):
         self.norm = nn.LayerNorm(embed_dim)
         self.apply(_init_weights)
         _rescale_residual_projections(self.blocks)
+        # Unit-variance patch embeddings. With the 0.02 init of the other layers, small patches (4x4x3 = 48 inputs)
+        # give content features several times smaller than the sin-cos positions, and the predictor then gets a
+        # low loss from positions alone while the encoder learns little about the image (measured on `tiny`).
+        fan_in = in_chans * patch_size * patch_size
+        nn.init.normal_(self.patch_embed.weight, std=1.0 / math.sqrt(fan_in))
 
     def forward(self, images: Tensor, keep_idx: Tensor | None = None) -> Tensor:
         """``images [B, C, H, W]`` -> tokens ``[B, N, D]`` after the final LayerNorm.

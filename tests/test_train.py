@@ -107,7 +107,7 @@ def test_cli_rejects_bad_input_before_writing(tmp_path, capsys, args, needle):
 
 def test_cli_malformed_config_names_file_and_line(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
-    bad.write_text("[optim]\nsteps = 10\nlr = [\n")
+    bad.write_text("[optim]\nsteps = 10\nlr = = 3\nbeta1 = 0.9\n")
     code, err = run_cli(tmp_path, capsys, "--config", str(bad))
     assert code == 2 and str(bad) in err and "line" in err
 

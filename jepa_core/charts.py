@@ -1,0 +1,473 @@
+"""Data shaping and Altair chart builders for the notebooks (SPEC §6, §7, §9).
+
+Everything a notebook draws is shaped here so it can be unit-tested: TensorBoard's debiased EMA
+smoothing, min/max bucketing (spikes survive downsampling), alignment of several runs on step,
+long-form frames, and one chart builder per view. Every builder bounds the rows of each dataset it
+embeds (``ROWS_PER_DATASET``), so no chart trips Altair's 5,000-row default or marimo's output
+caps however long the run is.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+# Below Altair's default max_rows (5,000), so charts render anywhere without disabling the guard.
+ROWS_PER_DATASET = 4500
+DEFAULT_MAX_POINTS = 1000
+# A run rarely has more alerts than this; beyond it the alert table is the place to read them.
+MAX_ALERT_MARKS = 200
+SHOW_POINTS_BELOW = 60  # series this short get point marks on their line
+SEVERITY_COLOURS = {"info": "#4c78a8", "warning": "#f58518", "critical": "#e45756"}
+
+# §6 metric groups, in display order. "run facts" are shown in run summaries, not charted.
+METRIC_GROUPS: dict[str, tuple[str, ...]] = {
+    "optimisation": ("loss", "lr", "wd", "grad_norm", "global_batch_size", "epoch"),
+    "prediction": ("pred_target/mse", "pred_target/mae", "pred_target/cosine"),
+    "target representation": (
+        "target/norm_mean", "target/norm_std", "target/std_mean", "target/std_min",
+        "target/std_l2n", "target/dead_dim_fraction", "target/effective_rank",
+        "target/token_effective_rank", "target/cov_offdiag_abs_mean",
+    ),
+    "prediction representation": (
+        "pred/norm_mean", "pred/std_mean", "pred/dead_dim_fraction", "pred/effective_rank",
+    ),
+    "mask": (
+        "mask/context_count", "mask/target_count", "mask/context_ratio", "mask/target_ratio",
+        "mask/overlap_fraction",
+    ),
+    "EMA": ("ema_tau", "ema/param_l2", "ema/relative_param_l2", "ema/target_grad_params"),
+    "optimisation health": (
+        "health/grad_cosine_prev", "health/gns", "health/stable_rank_min",
+        "health/weight_drift_max", "health/update_ratio",
+    ),
+    "runtime": (
+        "time/step_seconds", "time/data_seconds", "time/samples_per_second", "time/eta_seconds",
+        "memory/cuda_allocated_gb", "memory/cuda_reserved_gb", "memory/cuda_peak_gb",
+        "system/cpu_percent", "system/ram_gb",
+    ),
+    "evaluation": ("knn/accuracy", "linear_probe/train_acc", "linear_probe/val_acc"),
+}
+EVAL_METRICS = METRIC_GROUPS["evaluation"]
+THROUGHPUT_METRICS = ("time/samples_per_second", "time/step_seconds", "time/data_seconds")
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One early-warning panel: the metrics it plots and the alert rules that belong on it."""
+
+    key: str
+    title: str
+    metrics: tuple[str, ...]
+    # An alert lands on this panel when its metric is one of `metrics` or its rule name
+    # contains one of these words (rule names are owned by jepa_core.rules: mask_leak,
+    # target_gradients, non_finite, variance_collapse, dead_dimensions, rank_collapse, ema_stalled,
+    # ema_runaway, ema_schedule, false_comfort, divergence, not_learning).
+    rule_words: tuple[str, ...]
+
+
+EARLY_WARNING_SIGNALS: tuple[Signal, ...] = (
+    Signal("variance", "Variance collapse / false comfort",
+           ("target/std_mean", "target/std_l2n", "pred_target/cosine"),
+           ("variance", "comfort")),
+    Signal("dead", "Dead dimensions", ("target/dead_dim_fraction", "pred/dead_dim_fraction"),
+           ("dead",)),
+    Signal("rank", "Rank collapse", ("target/effective_rank", "target/token_effective_rank"),
+           ("rank",)),
+    Signal("leak", "Mask leak / target gradients",
+           ("mask/overlap_fraction", "ema/target_grad_params"), ("leak", "target_grad")),
+    Signal("ema", "EMA stalled / runaway / schedule", ("ema/relative_param_l2", "ema_tau"),
+           ("ema",)),
+    Signal("divergence", "Divergence / not learning / non-finite", ("loss", "grad_norm"),
+           ("diverg", "learning", "finite")),
+)
+
+
+def safe_text(value: Any) -> str:
+    """A string from a file, escaped for interpolation into HTML or `mo.md` (which renders HTML)."""
+    return html.escape(str(value), quote=True)
+
+
+# ---------------------------------------------------------------- smoothing and bucketing
+
+
+def smooth_ema(values: Iterable[float], weight: float) -> np.ndarray:
+    """TensorBoard's debiased exponential moving average.
+
+    last = last * w + (1 - w) * v, divided by 1 - w**n (n = finite values seen so far) so the
+    first points are not pulled toward zero. Non-finite values pass through unchanged and do not
+    enter the average, so a NaN stays visible where it happened.
+    """
+    if not 0.0 <= weight < 1.0:
+        raise ValueError(f"smoothing weight must be in [0, 1), got {weight!r}")
+    raw = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=float)
+    finite = raw[np.isfinite(raw)]
+    # Like TensorBoard, leave a constant series alone: the EMA would only add rounding wiggles.
+    if weight == 0.0 or finite.size == 0 or np.all(finite == finite[0]):
+        return raw.copy()
+    out = np.empty_like(raw)
+    last = 0.0
+    count = 0
+    # A plain loop over Python floats: ~0.3 s per million points, clearer than a blocked scan.
+    for i, v in enumerate(raw.tolist()):
+        if not math.isfinite(v):
+            out[i] = v
+            continue
+        last = last * weight + (1.0 - weight) * v
+        count += 1
+        out[i] = last / (1.0 - weight**count)
+    return out
+
+
+def bucket_minmax_indices(values: np.ndarray, max_points: int) -> np.ndarray:
+    """Indices to keep so that each contiguous bucket contributes its minimum and its maximum.
+
+    At most `max_points` indices, sorted. A bucket holding a NaN keeps its first NaN in place of its
+    minimum, so a non-finite value survives downsampling as surely as a spike does.
+    """
+    if max_points < 2:
+        raise ValueError(f"max_points must be at least 2, got {max_points}")
+    vals = np.asarray(values, dtype=float)
+    n = vals.size
+    if n <= max_points:
+        return np.arange(n)
+    per_bucket = math.ceil(n / (max_points // 2))
+    n_buckets = math.ceil(n / per_bucket)
+    is_nan = np.isnan(vals)
+    # Padding never wins: argmin/argmax return the first extreme, and padding sits at the end.
+    pad = n_buckets * per_bucket - n
+    for_min = np.concatenate([np.where(is_nan, np.inf, vals), np.full(pad, np.inf)])
+    for_max = np.concatenate([np.where(is_nan, -np.inf, vals), np.full(pad, -np.inf)])
+    nan_pad = np.concatenate([is_nan, np.zeros(pad, dtype=bool)]).reshape(n_buckets, per_bucket)
+    offsets = np.arange(n_buckets) * per_bucket
+    i_min = for_min.reshape(n_buckets, per_bucket).argmin(axis=1) + offsets
+    i_max = for_max.reshape(n_buckets, per_bucket).argmax(axis=1) + offsets
+    has_nan = nan_pad.any(axis=1)
+    i_min = np.where(has_nan, nan_pad.argmax(axis=1) + offsets, i_min)
+    keep = np.unique(np.concatenate([i_min, i_max]))
+    return keep[keep < n]
+
+
+def bucket_minmax(steps: Iterable[float], values: Iterable[float],
+                  max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Downsample one series to at most `max_points` points, keeping each bucket's min and max."""
+    s = np.asarray(list(steps) if not isinstance(steps, np.ndarray) else steps)
+    v = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=float)
+    if s.shape != v.shape:
+        raise ValueError(f"steps and values differ in length: {s.shape} vs {v.shape}")
+    keep = bucket_minmax_indices(v, max_points)
+    return s[keep], v[keep]
+
+
+# ---------------------------------------------------------------- frames
+
+
+def scalars_of(table: Any) -> pd.DataFrame:
+    """The scalar frame of a MetricsTable (jepa_core.stream), or a DataFrame passed as is."""
+    frame = table if isinstance(table, pd.DataFrame) else getattr(table, "scalars", None)
+    if not isinstance(frame, pd.DataFrame) or "step" not in frame.columns:
+        raise TypeError("expected a MetricsTable or a DataFrame with a 'step' column")
+    return frame
+
+
+def alerts_of(table: Any) -> pd.DataFrame:
+    """The alert frame of a MetricsTable, or an empty one with the §5 alert columns."""
+    frame = getattr(table, "alerts", None)
+    if isinstance(frame, pd.DataFrame):
+        return frame
+    return pd.DataFrame(columns=["step", "attempt", "rule", "severity", "metric", "value", "message"])
+
+
+def metric_series(scalars: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Rows where `metric` was logged, as (step, value) sorted by step; empty if never logged."""
+    if metric not in scalars.columns:
+        return pd.DataFrame({"step": np.array([], dtype=np.int64), "value": np.array([], dtype=float)})
+    sub = scalars.loc[scalars[metric].notna(), ["step", metric]]
+    sub = sub.rename(columns={metric: "value"}).sort_values("step", kind="stable")
+    return sub.reset_index(drop=True)
+
+
+def shaped_series(scalars: pd.DataFrame, metric: str, smoothing: float,
+                  max_points: int) -> pd.DataFrame:
+    """One metric smoothed at full resolution, then min/max bucketed: columns step, value, smoothed."""
+    series = metric_series(scalars, metric)
+    values = series["value"].to_numpy(dtype=float)
+    smoothed = smooth_ema(values, smoothing)
+    keep = bucket_minmax_indices(values, max_points)
+    return pd.DataFrame({
+        "step": series["step"].to_numpy()[keep],
+        "value": _json_safe(values[keep]),
+        "smoothed": _json_safe(smoothed[keep]),
+    })
+
+
+def _json_safe(values: np.ndarray) -> np.ndarray:
+    # Vega-Lite cannot draw inf; it breaks the line at null, which is where NaN/inf end up.
+    return np.where(np.isfinite(values), values, np.nan)
+
+
+def present_metrics(scalars: pd.DataFrame, metrics: Iterable[str]) -> list[str]:
+    """The metrics from `metrics` that have at least one logged value."""
+    return [m for m in metrics if m in scalars.columns and scalars[m].notna().any()]
+
+
+def long_frame(scalars: pd.DataFrame, metrics: Iterable[str], smoothing: float = 0.0,
+               max_points: int = DEFAULT_MAX_POINTS, row_budget: int = ROWS_PER_DATASET) -> pd.DataFrame:
+    """Long-form frame (step, metric, value, smoothed) for Altair, at most `row_budget` rows.
+
+    Each series gets min(max_points, row_budget // number_of_series) points.
+    """
+    names = present_metrics(scalars, metrics)
+    if not names:
+        return pd.DataFrame(columns=["step", "metric", "value", "smoothed"])
+    per_series = max(2, min(max_points, row_budget // len(names)))
+    parts = []
+    for name in names:
+        part = shaped_series(scalars, name, smoothing, per_series)
+        part.insert(1, "metric", name)
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
+
+
+def align_runs(tables: Mapping[str, Any], metric: str) -> pd.DataFrame:
+    """Several runs' values of one metric side by side: index step, one column per run (outer join)."""
+    columns = {}
+    for name, table in tables.items():
+        series = metric_series(scalars_of(table), metric)
+        # Several rows at one step (e.g. a metric re-logged) keep the last value.
+        columns[name] = series.groupby("step")["value"].last()
+    if not columns:
+        return pd.DataFrame()
+    return pd.DataFrame(columns).sort_index()
+
+
+def overlay_frame(tables: Mapping[str, Any], metric: str, smoothing: float = 0.0,
+                  max_points: int = DEFAULT_MAX_POINTS,
+                  row_budget: int = ROWS_PER_DATASET) -> pd.DataFrame:
+    """Long-form (run, step, value, smoothed) for one metric across runs, bounded to `row_budget`."""
+    present = {n: scalars_of(t) for n, t in tables.items()}
+    present = {n: s for n, s in present.items() if present_metrics(s, [metric])}
+    if not present:
+        return pd.DataFrame(columns=["run", "step", "value", "smoothed"])
+    per_series = max(2, min(max_points, row_budget // len(present)))
+    parts = []
+    for name, scalars in present.items():
+        part = shaped_series(scalars, metric, smoothing, per_series)
+        part.insert(0, "run", str(name))
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
+
+
+def alerts_for_signal(alerts: pd.DataFrame, signal: Signal) -> pd.DataFrame:
+    """Alert rows that belong on `signal`'s panel (by metric, else by rule name), capped in number."""
+    if alerts.empty:
+        return alerts
+    metric = alerts.get("metric", pd.Series("", index=alerts.index)).fillna("").astype(str)
+    rule = alerts.get("rule", pd.Series("", index=alerts.index)).fillna("").astype(str).str.lower()
+    by_metric = metric.isin(signal.metrics)
+    by_rule = rule.apply(lambda r: any(word in r for word in signal.rule_words))
+    return alerts.loc[by_metric | by_rule].head(MAX_ALERT_MARKS)
+
+
+def alert_table(table: Any) -> pd.DataFrame:
+    """Alerts for display: step, severity, rule, metric, value, message (strings kept as text)."""
+    alerts = alerts_of(table)
+    cols = [c for c in ("step", "severity", "rule", "metric", "value", "message") if c in alerts.columns]
+    return alerts.loc[:, cols].reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- chart builders
+
+
+def _empty_chart(title: str, note: str = "no data logged yet") -> alt.Chart:
+    return alt.Chart(pd.DataFrame({"note": [note]}), title=title).mark_text(
+        color="gray").encode(text="note:N").properties(width=260, height=60)
+
+
+def _line_layers(frame: pd.DataFrame, colour_field: str | None, title: str,
+                 width: int, height: int, y_title: str = "value") -> alt.LayerChart:
+    """A faint raw line under a solid smoothed line, sharing one dataset."""
+    base = alt.Chart(frame, title=title).encode(
+        x=alt.X("step:Q", title="step"),
+        tooltip=[alt.Tooltip(c) for c in frame.columns],
+    )
+    colour = alt.Color(f"{colour_field}:N") if colour_field else alt.value("#4c78a8")
+    raw = base.mark_line(opacity=0.3, strokeWidth=1).encode(
+        y=alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False)), color=colour)
+    # A young run has a handful of points: draw them, or a single point would show nothing at all.
+    group_field = colour_field or ("metric" if "metric" in frame.columns else None)
+    longest = int(frame.groupby(group_field).size().max()) if group_field else len(frame)
+    smooth = base.mark_line(strokeWidth=2, point=longest <= SHOW_POINTS_BELOW).encode(
+        y="smoothed:Q", color=colour)
+    return alt.layer(raw, smooth).properties(width=width, height=height)
+
+
+def _alert_rules(alerts: pd.DataFrame) -> alt.Chart:
+    frame = pd.DataFrame({
+        "step": pd.to_numeric(alerts["step"], errors="coerce"),
+        "severity": alerts.get("severity", pd.Series("warning", index=alerts.index)).astype(str),
+        "rule": alerts.get("rule", pd.Series("", index=alerts.index)).astype(str),
+        "message": alerts.get("message", pd.Series("", index=alerts.index)).astype(str),
+    })
+    return alt.Chart(frame).mark_rule(strokeDash=[4, 2], strokeWidth=2).encode(
+        x="step:Q",
+        color=alt.Color("severity:N", scale=alt.Scale(domain=list(SEVERITY_COLOURS),
+                                                       range=list(SEVERITY_COLOURS.values())),
+                        legend=alt.Legend(title="alert")),
+        tooltip=["step:Q", "severity:N", "rule:N", "message:N"],
+    )
+
+
+def group_chart(table: Any, group: str, smoothing: float = 0.6,
+                max_points: int = DEFAULT_MAX_POINTS) -> alt.TopLevelMixin:
+    """Small multiples of one §6 group: one panel per logged metric, raw and smoothed lines."""
+    if group not in METRIC_GROUPS:
+        raise KeyError(f"unknown metric group {group!r}; known: {', '.join(METRIC_GROUPS)}")
+    scalars = scalars_of(table)
+    frame = long_frame(scalars, METRIC_GROUPS[group], smoothing, max_points)
+    if frame.empty:
+        return _empty_chart(group)
+    layers = _line_layers(frame, None, "", width=220, height=130)
+    return layers.facet(facet=alt.Facet("metric:N", title=None, sort=list(METRIC_GROUPS[group])),
+                        columns=3, title=group).resolve_scale(y="independent")
+
+
+def overlay_chart(tables: Mapping[str, Any], metric: str, smoothing: float = 0.6,
+                  max_points: int = DEFAULT_MAX_POINTS) -> alt.TopLevelMixin:
+    """One metric for several runs on one axis, coloured by run name."""
+    frame = overlay_frame(tables, metric, smoothing, max_points)
+    if frame.empty:
+        return _empty_chart(metric, "no selected run logged this metric")
+    return _line_layers(frame, "run", metric, width=600, height=260, y_title=metric)
+
+
+def metric_chart(scalars: pd.DataFrame, metric: str, alerts: pd.DataFrame, smoothing: float,
+                 max_points: int, width: int = 260, height: int = 140) -> alt.TopLevelMixin:
+    """One metric with its alerts as dashed vertical rules coloured by severity."""
+    frame = long_frame(scalars, [metric], smoothing, max_points)
+    if frame.empty:
+        return _empty_chart(metric)
+    lines = _line_layers(frame, None, metric, width=width, height=height)
+    if alerts.empty:
+        return lines
+    return alt.layer(lines, _alert_rules(alerts)).properties(width=width, height=height)
+
+
+def early_warning_charts(table: Any, alerts: pd.DataFrame | None = None, smoothing: float = 0.0,
+                         max_points: int = DEFAULT_MAX_POINTS) -> alt.TopLevelMixin:
+    """The six §7 signals, one row each, with the alerts that concern them marked on the x axis."""
+    scalars = scalars_of(table)
+    all_alerts = alerts_of(table) if alerts is None else alerts
+    rows = []
+    for signal in EARLY_WARNING_SIGNALS:
+        marks = alerts_for_signal(all_alerts, signal)
+        names = present_metrics(scalars, signal.metrics)
+        if not names:
+            rows.append(_empty_chart(signal.title))
+            continue
+        panels = [metric_chart(scalars, m, marks, smoothing, max_points) for m in names]
+        rows.append(alt.hconcat(*panels, title=signal.title))
+    return alt.vconcat(*rows).resolve_scale(color="independent")
+
+
+def eval_chart(table: Any, max_points: int = DEFAULT_MAX_POINTS) -> alt.TopLevelMixin:
+    """Evaluation curves with each metric's step-0 (random-init) value as a dashed baseline."""
+    scalars = scalars_of(table)
+    frame = long_frame(scalars, EVAL_METRICS, 0.0, max_points)
+    if frame.empty:
+        return _empty_chart("evaluation", "no evaluation logged yet")
+    base = alt.Chart(frame, title="evaluation (dashed: random-init baseline at step 0)")
+    lines = base.mark_line(point=True).encode(
+        x=alt.X("step:Q"), y=alt.Y("value:Q", title="accuracy"), color="metric:N",
+        tooltip=["metric:N", "step:Q", "value:Q"])
+    baseline = baseline_frame(scalars)
+    if baseline.empty:
+        return lines.properties(width=600, height=260)
+    rules = alt.Chart(baseline).mark_rule(strokeDash=[6, 4]).encode(
+        y="baseline:Q", color="metric:N", tooltip=["metric:N", "baseline:Q"])
+    return alt.layer(lines, rules).properties(width=600, height=260)
+
+
+def baseline_frame(scalars: pd.DataFrame) -> pd.DataFrame:
+    """Evaluation values logged at step 0 (the random-init baseline): columns metric, baseline."""
+    rows = []
+    for metric in present_metrics(scalars, EVAL_METRICS):
+        series = metric_series(scalars, metric)
+        at_zero = series.loc[series["step"] == 0, "value"]
+        if not at_zero.empty and math.isfinite(float(at_zero.iloc[-1])):
+            rows.append({"metric": metric, "baseline": float(at_zero.iloc[-1])})
+    return pd.DataFrame(rows, columns=["metric", "baseline"])
+
+
+def throughput_chart(table: Any, smoothing: float = 0.6,
+                     max_points: int = DEFAULT_MAX_POINTS) -> alt.TopLevelMixin:
+    """Samples per second and step/data time, side by side."""
+    scalars = scalars_of(table)
+    frame = long_frame(scalars, THROUGHPUT_METRICS, smoothing, max_points)
+    if frame.empty:
+        return _empty_chart("throughput")
+    layers = _line_layers(frame, None, "", width=260, height=140)
+    return layers.facet(facet=alt.Facet("metric:N", title=None), columns=3,
+                        title="throughput").resolve_scale(y="independent")
+
+
+def chart_dataset_sizes(chart: alt.TopLevelMixin) -> list[int]:
+    """Row counts of every dataset a chart embeds (used by tests and as a guard)."""
+    spec = chart.to_dict()
+    return [len(values) for values in spec.get("datasets", {}).values()]
+
+
+def format_seconds(seconds: float | None) -> str:
+    """'1h 02m', '3m 04s', '12s'; '?' when unknown."""
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return "?"
+    total = int(round(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
+
+
+def progress_html(step: int, total: int, eta_seconds: float | None, status: str) -> str:
+    """A progress bar with step counter and ETA as HTML; `status` (free text) is escaped."""
+    total = max(int(total), 1)
+    step = min(max(int(step), 0), total)
+    percent = 100.0 * step / total
+    return (
+        f'<div class="jepa-progress"><progress value="{step}" max="{total}" style="width: 60%"></progress> '
+        f'<span class="jepa-step">step {step} / {total}</span> ({percent:.0f}%), '
+        f"ETA {format_seconds(eta_seconds)}, <b>{safe_text(status)}</b></div>"
+    )
+
+
+# ---------------------------------------------------------------- masks over the current batch
+
+def current_mask_overlay(trainer: Any, run_dir: Any, count: int = 4) -> bytes | None:
+    """PNG bytes of the current batch's masks: from an in-process trainer's last batch, else the newest
+    mask artifact PNG in `run_dir/artifacts`; None when there is nothing to draw yet."""
+    import io
+    from pathlib import Path
+
+    from PIL import Image
+
+    images = getattr(trainer, "last_images", None)
+    masks = getattr(trainer, "last_masks", None)
+    if images is not None and masks is not None:
+        from jepa_core.artifacts import mask_overlay_grid
+
+        grid = mask_overlay_grid(images, masks.context_idx, masks.target_idx,
+                                 int(trainer.cfg.model.patch_size), max_images=count)
+        buffer = io.BytesIO()
+        Image.fromarray(grid).save(buffer, format="PNG")
+        return buffer.getvalue()
+    if run_dir is None:
+        return None
+    pngs = sorted(Path(run_dir, "artifacts").glob("*mask*.png"), key=lambda p: p.stat().st_mtime)
+    return pngs[-1].read_bytes() if pngs else None

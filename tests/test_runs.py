@@ -1,0 +1,186 @@
+"""Run discovery, summaries, live following and launch helpers of jepa_core.runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from jepa_core import runs
+from jepa_core.config import apply_overrides, preset
+from browser_util import XSS, write_synthetic_run
+
+
+def set_meta(run_dir: Path, **fields) -> None:
+    meta = json.loads((run_dir / "meta.json").read_text())
+    meta.update(fields)
+    (run_dir / "meta.json").write_text(json.dumps(meta))
+
+
+def test_discover_runs_over_two_roots_with_status_and_last_step(tmp_path: Path) -> None:
+    write_synthetic_run(tmp_path / "runs" / "done", steps=30)
+    crashed = write_synthetic_run(tmp_path / "data" / "runs" / "dead", steps=20, status="running")
+    set_meta(crashed, pid=2**22 + 12345, hostname=socket.gethostname())  # no such process
+    with open(crashed / "metrics.jsonl", "a") as f:
+        f.write('{"step": 21, "attempt": 1, "loss": 0.')  # torn last line: ignored
+    (tmp_path / "runs" / ".staging").mkdir()
+    (tmp_path / "runs" / ".staging" / "meta.json").write_text("{}")
+    (tmp_path / "runs" / "not-a-run").mkdir()
+    found = runs.discover_runs([tmp_path / "runs", tmp_path / "data" / "runs", tmp_path / "missing"])
+    by_name = {r.name: r for r in found}
+    assert set(by_name) == {"done", "dead"}
+    assert by_name["done"].status == "finished" and by_name["done"].steps == 30
+    assert by_name["dead"].status == "crashed" and by_name["dead"].steps == 20
+    assert "dead" in by_name["dead"].label
+
+
+def test_run_status_from_meta_pid_and_mtime() -> None:
+    now = 1000.0
+    assert runs.run_status({"status": "finished"}, None, now) == "finished"
+    assert runs.run_status({"status": "stopped"}, None, now) == "finished"
+    assert runs.run_status({"status": "crashed"}, None, now) == "crashed"
+    assert runs.run_status({"status": "weird"}, None, now) == "unknown"
+    here = socket.gethostname()
+    assert runs.run_status({"status": "running", "pid": os.getpid(), "hostname": here}, 0.0, now) == "running"
+    other = {"status": "running", "hostname": "elsewhere", "pid": 1}
+    assert runs.run_status(other, now - 5, now) == "running"
+    assert runs.run_status(other, now - runs.STALE_SECONDS - 1, now) == "crashed"
+
+
+def test_load_run_summary_reads_config_meta_duration_and_verdict(tmp_path: Path) -> None:
+    run = write_synthetic_run(tmp_path / "r")
+    set_meta(run, faults=["mask_leak"], device_name="Test CPU")
+    summary = runs.load_run_summary(run)
+    assert summary.status == "finished" and summary.steps == 200
+    assert summary.duration_seconds == 300.0 and runs.format_duration(summary.duration_seconds) == "5m 00s"
+    assert summary.device == "Test CPU" and summary.faults == ["mask_leak"]
+    assert summary.config["optim"]["lr"] == 0.001
+    assert summary.verdict in {"healthy", "warning", "critical"}
+    assert ("lr", "0.001") in runs.config_summary(summary.config)
+
+
+def test_load_run_summary_names_the_malformed_file(tmp_path: Path) -> None:
+    run = write_synthetic_run(tmp_path / "r")
+    (run / "meta.json").write_text("{not json")
+    with pytest.raises(ValueError, match="meta.json"):
+        runs.load_run_summary(run, with_verdict=False)
+    (run / "meta.json").write_text("{}")
+    (run / "config.toml").write_text("[model\n")
+    with pytest.raises(ValueError, match="config.toml"):
+        runs.load_run_summary(run, with_verdict=False)
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        runs.load_run_summary(tmp_path / "nowhere")
+
+
+def test_summary_markdown_escapes_strings_from_files(tmp_path: Path) -> None:
+    run = write_synthetic_run(tmp_path / "r")
+    set_meta(run, name=XSS, device=XSS)
+    text = runs.summary_markdown(runs.load_run_summary(run, with_verdict=False))
+    assert "<img" not in text and text.count("&lt;img src=x onerror=window.__xss=1&gt;") == 2
+
+
+def test_resolve_run_prefers_named_then_env_then_shipped_healthy(tmp_path: Path) -> None:
+    data = tmp_path / "data" / "runs"
+    write_synthetic_run(data / "a_fault")
+    write_synthetic_run(data / "b_healthy")
+    other = write_synthetic_run(tmp_path / "other")
+    roots = (data, tmp_path / "runs")
+    assert runs.resolve_run(None, None, roots) == data / "b_healthy"
+    assert runs.resolve_run(None, str(other), roots) == other
+    assert runs.resolve_run(str(other), "ignored", roots) == other
+    assert runs.resolve_run(None, None, (tmp_path / "none",)) is None
+    with pytest.raises(FileNotFoundError, match="not-a-run"):
+        runs.resolve_run(str(tmp_path / "not-a-run"), None, roots)
+
+
+def test_live_run_follows_appended_rows_and_applies_resume_purge(tmp_path: Path) -> None:
+    run = write_synthetic_run(tmp_path / "live", steps=10, status="running", nan_step=None)
+    set_meta(run, pid=os.getpid(), hostname=socket.gethostname())
+    live = runs.LiveRun(run)
+    assert live.follower is not None
+    assert live.table.scalars["step"].max() == 10 and live.poll() is False
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": 11, "attempt": 1, "loss": 0.5}) + "\n")
+        f.write('{"step": 12, "attempt": 1, "lo')  # torn: waits for the rest
+    assert live.poll() is True and live.table.scalars["step"].max() == 11
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('ss": 0.4}\n')
+        # resumed from a checkpoint at step 8: attempt 2 rewrites steps 9.. and purges attempt 1's
+        f.write(json.dumps({"step": 9, "attempt": 2, "loss": 9.0}) + "\n")
+        f.write(json.dumps({"step": 9, "attempt": 2, "event": "alert", "rule": "divergence",
+                            "severity": "warning", "metric": "loss", "value": 9.0, "message": XSS}) + "\n")
+    assert live.poll() is True
+    scalars = live.table.scalars
+    assert list(scalars.loc[scalars["step"] >= 9, "loss"]) == [9.0]
+    assert list(live.table.alerts["rule"]) == ["divergence"]
+    assert live.table.alerts["message"].iloc[-1] == XSS
+
+
+def test_live_run_reads_a_finished_run_once(tmp_path: Path) -> None:
+    run = write_synthetic_run(tmp_path / "done", steps=150)
+    live = runs.LiveRun(run)
+    assert live.follower is None and live.poll() is False
+    assert len(live.table.alerts) == 1 and live.table.scalars["step"].max() == 150
+
+
+def test_form_overrides_are_valid_toml_for_apply_overrides() -> None:
+    values = {"optim.lr": 0.002, "data.dataset": "shapes", "masks.target_scale": (0.1, 0.2),
+              "faults.frozen_target": True, "diagnostics.eval_every_steps": 50}
+    cfg = apply_overrides(preset("tiny"), runs.form_overrides(values))
+    assert cfg.optim.lr == 0.002 and cfg.masks.target_scale == [0.1, 0.2]
+    assert cfg.faults.frozen_target is True and cfg.diagnostics.eval_every_steps == 50
+    with pytest.raises(ValueError, match="'lr'"):
+        runs.form_overrides({"lr": 1.0})
+
+
+def test_launch_detached_refuses_an_existing_run_directory(tmp_path: Path) -> None:
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(FileExistsError, match="taken"):
+        runs.launch_detached([], "taken", runs_dir=tmp_path)
+
+
+def test_pid_alive() -> None:
+    assert runs.pid_alive(os.getpid()) is True
+    assert runs.pid_alive(None) is False and runs.pid_alive(-3) is False
+
+
+def test_last_logged_step_reads_only_complete_lines(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    assert runs.last_logged_step(path) is None
+    path.write_text('{"step": 3, "attempt": 1}\n{"step": 4, "att')
+    assert runs.last_logged_step(path) == 3
+
+
+def test_run_argument_keeps_values_with_spaces_and_equals_signs() -> None:
+    assert runs.run_argument(["--run", f"/tmp/{XSS}"]) == f"/tmp/{XSS}"
+    assert runs.run_argument(["-q", "--run=/a b=c"]) == "/a b=c"
+    assert runs.run_argument(["-ra", "tests/x.py"]) is None
+
+
+@pytest.mark.slow
+def test_launch_detached_trains_and_stops_through_the_control_file(tmp_path: Path) -> None:
+    from jepa_core.control import write_control
+
+    overrides = runs.form_overrides({"optim.batch_size": 16, "optim.steps": 400, "eval.at_start": False,
+                                     "runtime.num_threads": 1, "logging.tensorboard": False})
+    launched = runs.launch_detached(overrides, "detached", runs_dir=tmp_path)
+    try:
+        deadline = time.monotonic() + 180
+        while (runs.last_logged_step(launched.run_dir / "metrics.jsonl") or 0) < 3:
+            assert not launched.exited(), launched.log_path.read_text()[-2000:]
+            assert time.monotonic() < deadline, "no training steps logged"
+            time.sleep(0.5)
+        assert runs.run_info(launched.run_dir).status == "running"
+        write_control(launched.run_dir, stop=True)
+        assert launched.process.wait(timeout=180) == 0
+    finally:
+        if launched.process.poll() is None:
+            launched.process.kill()
+            launched.process.wait(timeout=30)
+    info = runs.run_info(launched.run_dir)
+    assert info.status == "finished"  # meta says "stopped": ended on request
+    assert info.steps is not None and info.steps < 400
