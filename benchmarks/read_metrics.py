@@ -5,9 +5,8 @@
 Generates a realistic stream in a temp dir (sparse rows at mixed cadences, non-finite losses written as strings,
 alert rows, a resume whose attempt 2 restarts 100 steps back), then prints, for both readers in this process, the
 best wall time and best CPU time of `--repeats` runs (alternating between the two), their ratio, and the peak
-memory each needs (peak RSS,
-sampled every 5 ms, of a fresh child process minus its RSS after imports). CPU time is reported beside wall
-time because the machine may be shared.
+memory each needs (peak RSS, sampled every 5 ms, of a fresh child process minus its RSS after imports). CPU
+time is reported beside wall time because the machine may be shared.
 Finally it grows a file by a fixed number of rows per step and times `MetricsFollower.poll`: the cost per call
 should stay flat while the file grows, since each poll reads only the new bytes.
 """
@@ -180,7 +179,6 @@ def main(argv: list[str] | None = None) -> None:
         table = read_metrics(path)
         print(f"file: {args.rows:,} rows, {size_mib:.0f} MiB; read back {len(table.scalars):,} scalar rows x "
               f"{table.scalars.shape[1]} columns, {len(table.alerts)} alerts, {table.torn_lines} skipped lines")
-        del table
         times = best_times({"ours": lambda: read_metrics(path), "pandas": lambda: pd.read_json(path, lines=True)},
                            args.repeats)
         (ours_wall, ours_cpu), (pandas_wall, pandas_cpu) = times["ours"], times["pandas"]

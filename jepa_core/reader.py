@@ -1,13 +1,14 @@
 """Reading metrics.jsonl into columnar frames (SPEC §5): `read_metrics` and `MetricsTable`.
 
-Most of the cost of reading JSON rows is building a dict per row. `read_metrics` avoids that: lines are grouped by
-a cheap textual signature (how many '"' and ':' a line holds, counted in C), and each group is decoded by ONE
-msgspec call into a `Struct` whose fields are exactly that group's keys (all required, unknown keys forbidden,
-step/attempt typed int, metrics typed number | "NaN" | "Infinity" | "-Infinity"). msgspec therefore checks, line
-by line, that the group really shares one key set; numpy then turns the whole group into a 2-D float array with one
-`fromiter` and scatters its columns straight into per-line columns allocated once. A group that does not fit
-(events, garbage, text values, two key sets sharing a signature) goes through the generic path, one line at a time,
-so correctness never depends on the fast path.
+Most of the cost of reading JSON rows is building a dict per row. `read_metrics` avoids that: the lines of each
+block are grouped by a cheap signature (their length in 64-byte buckets, from newline offsets found by numpy), and
+each group is decoded by ONE msgspec call into a `Struct` whose fields are exactly the keys of the group's first
+line (all required, unknown keys forbidden, step/attempt typed int, metrics typed number | "NaN" | "Infinity" |
+"-Infinity"). msgspec thereby checks every line of the group against that key set and those types; numpy turns
+the group into a 2-D float array with one `fromiter` and scatters its columns into per-line columns allocated
+once. A group that fails is split by a finer signature (a hash of its lines without numbers) and decoded again;
+what still fails (events, garbage, text values) goes through the generic path one line at a time, so correctness
+never depends on the fast path.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from jepa_core.stream import (
 )
 
 _POSITION_KEYS = ("step", "attempt")
+_NUMBER_BYTES = b"0123456789+-.eE"  # what JSON numbers are made of
 _EXACT_INT_LIMIT = 2.0**53  # step/attempt travel through float64 on the fast path; exact below this
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _NumberOrToken = float | Literal["NaN", "Infinity", "-Infinity"]  # msgspec accepts JSON ints for float fields
@@ -77,11 +79,11 @@ def _groups(signatures: np.ndarray) -> list[tuple[int, np.ndarray]]:
     return sorted(groups, key=lambda pair: pair[1][0])
 
 
-def _count_signatures(lines: list[bytes]) -> np.ndarray:
-    """How many '"' and ':' a line holds: separates key sets that share a length bucket (costs a pass in C)."""
-    quotes = np.fromiter(map(bytes.count, lines, repeat(b'"')), np.int64, len(lines))
-    colons = np.fromiter(map(bytes.count, lines, repeat(b":")), np.int64, len(lines))
-    return (quotes << 32) | colons
+def _key_signatures(lines: list[bytes]) -> np.ndarray:
+    """A hash of each line with the characters of numbers deleted, in effect of its keys (and string values):
+    separates key sets that share a length bucket. Costs a pass over each line in C, so only failed buckets pay."""
+    stripped = map(bytes.translate, lines, repeat(None), repeat(_NUMBER_BYTES))
+    return np.fromiter(map(hash, stripped), np.int64, len(lines))
 
 
 def _runs_text(view: memoryview, starts: np.ndarray, stops: np.ndarray, positions: np.ndarray) -> bytes | memoryview:
@@ -94,31 +96,44 @@ def _runs_text(view: memoryview, starts: np.ndarray, stops: np.ndarray, position
     return b"\n".join([view[starts[f]:stops[l]] for f, l in zip(firsts, lasts)])
 
 
-def _grown(array: np.ndarray, capacity: int, fill: float | int | bool) -> np.ndarray:
-    grown = np.full(capacity, fill, dtype=array.dtype)
-    grown[: len(array)] = array
+def _regrown(array: np.ndarray, capacity: int, used: int) -> np.ndarray:
+    grown = np.empty(capacity, dtype=array.dtype)
+    grown[:used] = array[:used]
     return grown
 
 
 class _LineColumns:
     """Columns indexed by 0-based line number: step, attempt, is-a-metric-row, and one NaN-filled float64 column
-    per metric key. Both decode paths write in place, so nothing is reordered or concatenated afterwards."""
+    per metric key. Both decode paths write in place, so nothing is reordered or concatenated afterwards.
+
+    Capacity comes from an estimate of the line count, but only the lines read so far are ever initialised
+    (`extend`): the pages past them are never touched, so an estimate that is too high costs address space, not
+    memory."""
 
     def __init__(self) -> None:
-        self.capacity = 0
-        self.step = np.zeros(0, np.int64)
-        self.attempt = np.zeros(0, np.int64)
-        self.is_metric = np.zeros(0, bool)
+        self.capacity = self.used = 0
+        self.step = np.empty(0, np.int64)
+        self.attempt = np.empty(0, np.int64)
+        self.is_metric = np.empty(0, bool)
         self.metrics: dict[str, np.ndarray] = {}
 
-    def reserve(self, lines: int) -> None:
-        if lines <= self.capacity:
-            return
-        capacity = max(lines, self.capacity * 3 // 2 + 1024)
-        self.step, self.attempt = _grown(self.step, capacity, 0), _grown(self.attempt, capacity, 0)
-        self.is_metric = _grown(self.is_metric, capacity, False)
-        self.metrics = {key: _grown(column, capacity, math.nan) for key, column in self.metrics.items()}
-        self.capacity = capacity
+    def grow(self, capacity: int) -> None:
+        if capacity > self.capacity:
+            self.step = _regrown(self.step, capacity, self.used)
+            self.attempt = _regrown(self.attempt, capacity, self.used)
+            self.is_metric = _regrown(self.is_metric, capacity, self.used)
+            self.metrics = {key: _regrown(column, capacity, self.used) for key, column in self.metrics.items()}
+            self.capacity = capacity
+
+    def extend(self, lines: int) -> None:
+        """Make lines [used, lines) writable and blank: not a metric row, NaN in every metric column."""
+        if lines > self.capacity:
+            self.grow(max(lines, self.capacity * 3 // 2 + 1024))
+        new = slice(self.used, lines)
+        self.step[new], self.attempt[new], self.is_metric[new] = 0, 0, False
+        for column in self.metrics.values():
+            column[new] = math.nan
+        self.used = max(self.used, lines)
 
     def put_rows(self, index: np.ndarray, steps: Iterable[int], attempts: Iterable[int]) -> None:
         self.step[index], self.attempt[index], self.is_metric[index] = steps, attempts, True
@@ -126,7 +141,8 @@ class _LineColumns:
     def put_metric(self, key: str, index: np.ndarray, values: np.ndarray) -> None:
         column = self.metrics.get(key)
         if column is None:
-            column = self.metrics[key] = np.full(self.capacity, math.nan)
+            column = self.metrics[key] = np.empty(self.capacity)
+            column[: self.used] = math.nan
         column[index] = values
 
 
@@ -145,7 +161,8 @@ def _canonical_keys(row: object) -> tuple[str, ...] | None:
         return None
     for key, value in row.items():  # type: ignore[union-attr]
         kind = type(value)
-        if key not in _POSITION_KEYS and not (kind is float or kind is int or (kind is str and value in _TOKEN_TO_FLOAT)):
+        numeric = kind is float or kind is int or (kind is str and value in _TOKEN_TO_FLOAT)
+        if not numeric and key not in _POSITION_KEYS:
             return None
     return ("step",) + (("attempt",) if "attempt" in row else ()) + tuple(k for k in row if k not in _POSITION_KEYS)
 
@@ -175,11 +192,11 @@ class _Scan:
     def add_block(self, data: bytes, end: int) -> None:
         """The whole lines in data[:end]. Lines are grouped by length (64-byte buckets: free to compute, and rows
         with one key set mostly share one); the typed decode of each group verifies the guess. A bucket that fails
-        is split by quote/colon counts, and only a group that still fails is read line by line."""
+        is split by a hash of its lines' keys, and only a group that still fails is read line by line."""
         starts, stops = _line_bounds(data, end)
         base = self.lines
         self.lines += len(stops)
-        self.columns.reserve(self.lines)
+        self.columns.extend(self.lines)
         view = memoryview(data)
         for bucket, positions in _groups((stops - starts) >> 6):
             first = data[starts[positions[0]]:stops[positions[0]]]
@@ -187,16 +204,16 @@ class _Scan:
             if self._add_typed_group(("length", bucket), positions + base, text, first):
                 continue
             lines = [data[i:j] for i, j in zip(starts[positions].tolist(), stops[positions].tolist())]
-            for counts, sub in _groups(_count_signatures(lines)):
+            for keys_hash, sub in _groups(_key_signatures(lines)):
                 sub_lines = [lines[i] for i in sub.tolist()]
-                if not self._add_typed_group(("counts", counts), positions[sub] + base, b"\n".join(sub_lines),
+                if not self._add_typed_group(("keys", keys_hash), positions[sub] + base, b"\n".join(sub_lines),
                                              sub_lines[0]):
                     self._add_generic(positions[sub] + base, sub_lines)
 
     def add_tail(self, line: bytes) -> None:
         """The unterminated last line: a row if it decodes, otherwise a torn write (counted, not reported)."""
         self.lines += 1
-        self.columns.reserve(self.lines)
+        self.columns.extend(self.lines)
         self._add_generic(np.array([self.lines - 1]), [line], is_tail=True)
 
     def _group_decoder(self, signature: tuple[str, int], first_line: bytes) -> _GroupDecoder | None:
@@ -322,13 +339,12 @@ def _position_range_problem(row: dict) -> str | None:
 
 
 def _as_number(value: object) -> float | None:
-    kind = type(value)
-    if kind is float or kind is int or kind is bool:
-        try:
-            return float(value)  # type: ignore[arg-type]
-        except OverflowError:
-            return None
-    return _TOKEN_TO_FLOAT.get(value) if kind is str else None  # type: ignore[arg-type]
+    if type(value) is str:
+        return _TOKEN_TO_FLOAT.get(value)
+    try:
+        return float(value) if type(value) in (float, int, bool) else None  # type: ignore[arg-type]
+    except OverflowError:  # an integer beyond float64
+        return None
 
 
 def _numeric_values(values: list) -> tuple[np.ndarray, np.ndarray] | None:
@@ -348,8 +364,8 @@ def _numeric_values(values: list) -> tuple[np.ndarray, np.ndarray] | None:
 def read_metrics(path: str | os.PathLike, chunk_bytes: int = READ_CHUNK_BYTES) -> MetricsTable:
     """Read a metrics.jsonl into columnar frames, resume purge applied, skipping (and reporting) bad lines.
 
-    Memory stays bounded by reading `chunk_bytes` at a time into columns sized once from the first chunk's
-    line density; per-value work happens in C (msgspec, numpy).
+    Memory stays bounded by reading `chunk_bytes` at a time into columns sized from the first block's line
+    density; per-value work happens in C (msgspec, numpy).
     """
     path = Path(path)
     scan = _Scan()
@@ -361,8 +377,8 @@ def read_metrics(path: str | os.PathLike, chunk_bytes: int = READ_CHUNK_BYTES) -
             if end < 0:
                 scan.add_tail(data)
                 continue
-            if scan.lines == 0:  # size the columns once from the first block's line density
-                scan.columns.reserve(int(size * data.count(b"\n", 0, end) / end * 1.02) + 64)
+            if scan.lines == 0:  # size the columns from the first block's line density
+                scan.columns.grow(int(size * data.count(b"\n", 0, end) / end * 1.1) + 64)
             scan.add_block(data, end)
             del data  # free this block before reading the next one
     finally:

@@ -47,7 +47,8 @@ class StepSettings:
     ema_tau: float
     loss: str = "smooth_l1"
     grad_clip: float = 1.0
-    micro_batches: int = 1  # > 1 only at the noise-scale cadence
+    micro_batches: int = 1  # > 1 only at the noise-scale cadence (single process)
+    rank_grad_norms: bool = False  # under DDP at the noise-scale cadence: each rank's gradient is a small batch
     update_target: bool = True  # False reproduces a frozen target encoder
     target_gradients: bool = False  # fault: targets keep their graph
     collapse_weight: float = 0.0  # fault: pull context features to the batch mean
@@ -117,6 +118,22 @@ def _micro_batch_backward(online, model, images, masks, s, params, autocast):
             torch.stack(sq_norms).tolist())
 
 
+def _average_rank_gradients(params: list[nn.Parameter]) -> list[float]:
+    """After a backward without DDP's all-reduce: read each rank's |g|^2, then average the gradients by hand."""
+    import torch.distributed as dist
+
+    grads = [p.grad for p in params if p.grad is not None]
+    local = torch.stack([g.float().pow(2).sum() for g in grads]).sum().reshape(1)
+    gathered = [torch.zeros_like(local) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, local)
+    flat = torch._utils._flatten_dense_tensors(grads)
+    dist.all_reduce(flat)
+    flat /= dist.get_world_size()
+    for g, averaged in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
+        g.copy_(averaged)
+    return torch.cat(gathered).tolist()
+
+
 def _set_hyperparameters(optimizer: torch.optim.Optimizer, lr: float, wd: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr
@@ -137,11 +154,21 @@ def train_step(
     after_backward: Callable[[], None] | None = None,
 ) -> StepOutput:
     _set_hyperparameters(optimizer, s.lr, s.wd)
-    params = [p for g in optimizer.param_groups for p in g["params"]]
+    if s.target_gradients:  # fault: the target's parameters train from now on (the optimizer already holds them)
+        model.target_encoder.requires_grad_(True)
+    # Only parameters that train now: before that fault begins, its target parameters sit idle in the optimizer.
+    params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
     optimizer.zero_grad(set_to_none=True)
     micro = None
     if s.micro_batches > 1:
         loss, pred, target, tokens, micro = _micro_batch_backward(online, model, images, masks, s, params, autocast)
+    elif s.rank_grad_norms:
+        with online.no_sync():  # the forward too: DDP decides at forward time whether backward all-reduces
+            with autocast():
+                loss, pred, target, tokens = _forward_loss(online, model, images, masks, s)
+            loss.backward()
+        micro = _average_rank_gradients(params)
+        loss = loss.detach()
     else:
         with autocast():
             loss, pred, target, tokens = _forward_loss(online, model, images, masks, s)
@@ -168,7 +195,7 @@ def train_step(
         target=target.detach(),
         target_tokens=tokens.detach(),
         micro_grad_sq_norms=micro,
-        micro_batch_size=images.shape[0] // s.micro_batches if micro else None,
+        micro_batch_size=images.shape[0] // s.micro_batches if micro else None,  # per rank under DDP
     )
 
 

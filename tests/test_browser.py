@@ -8,6 +8,7 @@ three notebooks are also written to data/screenshots/.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
@@ -15,15 +16,17 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from browser_util import (CHROMIUM, CHROMIUM_ARGS, REPO, XSS, free_port, marimo_run_cmd, server,
+                          write_synthetic_run)
+from playwright import sync_api as playwright_api  # installed by the dev extra
 
 from jepa_core import report
-from browser_util import (CHROMIUM, CHROMIUM_ARGS, REPO, XSS, free_port, marimo_run_cmd, server,
-                                write_synthetic_run)
-
-playwright_api = pytest.importorskip("playwright.sync_api")
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+# The README's screenshots are refreshed only on request, so a test run never dirties the working tree:
+#   JEPA_UPDATE_SCREENSHOTS=1 python -m pytest tests/test_browser.py
 SCREENSHOTS = REPO / "data" / "screenshots"
+UPDATE_SCREENSHOTS = bool(os.environ.get("JEPA_UPDATE_SCREENSHOTS"))
 CHART = ".vega-embed canvas, .vega-embed svg"
 VIEWPORT = {"width": 1400, "height": 1600}
 
@@ -77,7 +80,10 @@ def assert_no_errors_and_no_xss(page) -> None:
 
 
 def shoot(page, *paths: Path) -> None:
+    """Screenshots into the test's directory; README copies (under data/screenshots) only when asked for."""
     for path in paths:
+        if path.parent == SCREENSHOTS and not UPDATE_SCREENSHOTS:
+            continue
         path.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(path), full_page=True)
 
