@@ -18,6 +18,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from jepa_core.console import format_duration
+
 # Below Altair's default max_rows (5,000), so charts render anywhere without disabling the guard.
 ROWS_PER_DATASET = 4500
 DEFAULT_MAX_POINTS = 1000
@@ -423,18 +425,6 @@ def chart_dataset_sizes(chart: alt.TopLevelMixin) -> list[int]:
     return [len(values) for values in spec.get("datasets", {}).values()]
 
 
-def format_seconds(seconds: float | None) -> str:
-    """'1h 02m', '3m 04s', '12s'; '?' when unknown."""
-    if seconds is None or not math.isfinite(seconds) or seconds < 0:
-        return "?"
-    total = int(round(seconds))
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
-
-
 def progress_html(step: int, total: int, eta_seconds: float | None, status: str) -> str:
     """A progress bar with step counter and ETA as HTML; `status` (free text) is escaped."""
     total = max(int(total), 1)
@@ -443,7 +433,7 @@ def progress_html(step: int, total: int, eta_seconds: float | None, status: str)
     return (
         f'<div class="jepa-progress"><progress value="{step}" max="{total}" style="width: 60%"></progress> '
         f'<span class="jepa-step">step {step} / {total}</span> ({percent:.0f}%), '
-        f"ETA {format_seconds(eta_seconds)}, <b>{safe_text(status)}</b></div>"
+        f"ETA {format_duration(eta_seconds)}, <b>{safe_text(status)}</b></div>"
     )
 
 

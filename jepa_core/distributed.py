@@ -51,9 +51,12 @@ def wrap(module: nn.Module, ctx: DistContext, device: torch.device) -> nn.Module
 
 def broadcast_path(paths, ctx: DistContext):
     """Rank 0 created the run directory; every rank learns its path."""
-    if not ctx.enabled:
-        return paths
-    box = [paths]
+    return broadcast_object(paths, ctx) if ctx.enabled else paths
+
+
+def broadcast_object(value, ctx: DistContext):
+    """Rank 0's value on every rank (a small pickled object)."""
+    box = [value]
     dist.broadcast_object_list(box, src=0)
     return box[0]
 

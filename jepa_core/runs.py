@@ -19,6 +19,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from jepa_core.console import format_duration
+
 DEFAULT_ROOTS: tuple[str, ...] = ("runs", "data/runs")
 # A run whose meta says "running" but whose stream has not moved for this long, and whose process
 # cannot be seen, is reported as crashed.
@@ -225,20 +227,6 @@ def load_run_summary(path: str | Path, with_verdict: bool = True) -> RunSummary:
         device=str(meta.get("device_name") or meta.get("device") or "unknown"),
         verdict=verdict, faults=[str(f) for f in faults],
     )
-
-
-def format_duration(seconds: float | None) -> str:
-    """'1h 02m 03s' style; 'unknown' for None."""
-    if seconds is None:
-        return "unknown"
-    total = int(round(seconds))
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h {minutes:02d}m {secs:02d}s"
-    if minutes:
-        return f"{minutes}m {secs:02d}s"
-    return f"{secs}s"
 
 
 # Config keys a report header lists, in order: (section, key, label).

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
-import os
 import sys
 import threading
 import time
@@ -18,14 +16,13 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-import torch.distributed as dist
 
 from jepa_core import distributed
 from jepa_core.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
 from jepa_core.config import (Config, ConfigError, DiagnosticsConfig, apply_overrides, config_to_dict, load_config,
                               preset, validate)
 from jepa_core.console import format_console_line
-from jepa_core.control import ControlWatcher
+from jepa_core.control import ControlError, ControlWatcher, read_control, write_control
 from jepa_core.data import DataError, batch_indices, build_datasets, normalize_images
 from jepa_core.ema import ema_momentum
 from jepa_core.evaluation import run_evaluation
@@ -40,6 +37,7 @@ from jepa_core.step import OnlineNetwork, StepOutput, StepSettings, build_optimi
 from jepa_core.stream import iter_rows
 
 MetricsCallback = Callable[[int, dict], None]
+CONTROL_SYNC_EVERY = 10  # under DDP, rank 0 shares control-file changes and stop decisions this often
 
 
 def resolve_device(name: str, local_rank: int = 0) -> torch.device:
@@ -78,7 +76,8 @@ class Trainer:
                           m.pred_dim, m.pred_depth, m.pred_num_heads).to(self.device)
         extra = []
         if cfg.faults.target_gradients:
-            self.model.target_encoder.requires_grad_(True)
+            # In the optimizer from the start (resume-safe state layout); they require a grad only once the fault
+            # begins (train_step switches requires_grad on at faults.start_step), so the run is healthy before it.
             extra = list(self.model.target_encoder.parameters())
         self.optimizer = build_optimizer(self.model, (cfg.optim.beta1, cfg.optim.beta2), extra)
         self.online = distributed.wrap(OnlineNetwork(self.model), self.dist, self.device)
@@ -86,7 +85,8 @@ class Trainer:
                                                self.dist.world_size)
         self.rules = RuleEngine(cfg.rules)
         self.step = 0
-        self.critical_alert = False
+        self.critical_alert = False  # acted on by every rank
+        self._critical_pending = False  # rank 0's rules fired a critical alert; applied at the next control sync
         self.stop_requested = False  # set by the control file ("stop": true)
         self.on_metrics: MetricsCallback | None = None
         self.last_images: torch.Tensor | None = None  # uint8 batch, for the notebook's mask overlay
@@ -95,6 +95,8 @@ class Trainer:
         # Everything that can fail on bad input has run: only now touch the disk.
         self.paths = self._open_run_dir(run_dir, resume)
         self.logger = self._build_logger()
+        if self.dist.is_main and self._stale_stop_request():
+            write_control(self.paths.root, stop=False)  # a stop asked of an earlier attempt must not end this one
         self.control = ControlWatcher(self.paths.root) if self.dist.is_main else None
         show = cfg.logging.progress_bar if progress is None else progress
         self._progress = None
@@ -137,6 +139,12 @@ class Trainer:
             if row.get("step", 0) <= self.step and "event" not in row:
                 self.rules.update(row)
 
+    def _stale_stop_request(self) -> bool:
+        try:
+            return bool(read_control(self.paths.root).get("stop"))
+        except ControlError:
+            return False  # a hand-edited bad file: the watcher warns about it and keeps the config's values
+
     def _build_logger(self) -> MetricLogger:
         lg = self.cfg.logging
         sinks = []
@@ -165,12 +173,13 @@ class Trainer:
         tau = ema_momentum(step, total, self.cfg.ema.start, self.cfg.ema.end, self.cfg.ema.schedule)
         if faulty and f.target_copies_online:
             tau = 0.0
-        micro = o.gns_microbatches if self.instrumentation.wants_micro_grads(step + 1) else 1
+        gns_due = self.instrumentation.wants_micro_grads(step + 1)
         return StepSettings(
             lr=lr, wd=cosine_schedule(step, total, o.weight_decay, o.final_weight_decay), ema_tau=tau, loss=o.loss,
-            grad_clip=o.grad_clip, micro_batches=micro if self.dist.world_size == 1 else 1,
+            grad_clip=o.grad_clip, micro_batches=o.gns_microbatches if gns_due and not self.dist.enabled else 1,
+            rank_grad_norms=gns_due and self.dist.enabled,
             update_target=not (faulty and f.frozen_target),
-            target_gradients=f.target_gradients, collapse_weight=f.collapse_weight if faulty else 0.0)
+            target_gradients=faulty and f.target_gradients, collapse_weight=f.collapse_weight if faulty else 0.0)
 
     def batch(self, step: int) -> tuple[torch.Tensor, MaskBatch]:
         o, world, rank = self.cfg.optim, self.dist.world_size, self.dist.rank
@@ -181,7 +190,10 @@ class Trainer:
         masks = self.mask_sampler.sample(len(idx), gen)
         f = self.cfg.faults
         if f.mask_leak_fraction > 0 and step >= f.start_step:
-            masks = leak_targets(masks, f.mask_leak_fraction, gen)
+            # A small context cannot take every leaked patch: leak what fits, so the fault never crashes the run.
+            _, blocks, block_len = masks.target_idx.shape
+            fits = (masks.context_idx.shape[1] - 0.5) / (blocks * block_len)
+            masks = leak_targets(masks, min(f.mask_leak_fraction, fits), gen)
         self.last_images, self.last_masks = images, masks
         return images, masks
 
@@ -234,8 +246,9 @@ class Trainer:
         for alert in self.rules.update({"step": step, **metrics}):
             self.logger.alert(alert.step, alert.rule, alert.severity, alert.metric, alert.value, alert.message)
             self._print(f"[{alert.severity}] step {alert.step} {alert.rule}: {alert.message}")
-            if alert.severity == "critical":
-                self.critical_alert = True
+            if alert.severity == "critical" and self.dist.is_main:
+                # Under DDP rank 0 alone decides (ranks see different batches); the others learn it at the next sync.
+                self._critical_pending = True
         if self._progress is not None and step % self.cfg.logging.log_every_steps == 0:
             self._progress.set_postfix_str(format_console_line(step, self.cfg.optim.steps, metrics), refresh=False)
         elif self._progress is None and not self.quiet and step % self.cfg.logging.log_every_steps == 0:
@@ -252,12 +265,19 @@ class Trainer:
             print(text, flush=True)
 
     def _poll_control(self) -> None:
-        if self.control is None:
-            return
-        changes = self.control.poll()
+        """Apply control-file changes (cadences, stop) and pending critical alerts, the same on every rank."""
+        if self.dist.enabled:
+            if self.step % CONTROL_SYNC_EVERY:
+                return
+            decided = (self.control.poll() if self.control is not None else None, self._critical_pending)
+            changes, critical = distributed.broadcast_object(decided, self.dist)
+        else:
+            changes, critical = (self.control.poll() if self.control is not None else None), self._critical_pending
+        self.critical_alert = self.critical_alert or critical
         if not changes:
             return
-        cadences = {k: v for k, v in changes.items() if k.endswith("_every_steps")}
+        cadences = {k: v for k, v in changes.items()
+                    if k.endswith("_every_steps") and getattr(self.cfg.diagnostics, k) != v}
         if cadences:
             for key, value in cadences.items():
                 setattr(self.cfg.diagnostics, key, value)

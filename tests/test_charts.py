@@ -157,13 +157,7 @@ def test_overlay_frame_names_runs_as_given_and_respects_budget() -> None:
 def test_safe_text_and_progress_html_escape_markup() -> None:
     assert charts.safe_text(XSS) == "&lt;img src=x onerror=window.__xss=1&gt;"
     html = charts.progress_html(5, 10, 65.0, XSS)
-    assert "<img" not in html and "step 5 / 10" in html and "ETA 1m 05s" in html
-
-
-def test_format_seconds() -> None:
-    assert charts.format_seconds(None) == "?"
-    assert charts.format_seconds(4000) == "1h 06m"
-    assert charts.format_seconds(7) == "7s"
+    assert "<img" not in html and "step 5 / 10" in html and "ETA 1m05s" in html
 
 
 def test_current_mask_overlay_falls_back_to_artifacts(tmp_path) -> None:

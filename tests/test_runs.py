@@ -12,6 +12,7 @@ import pytest
 
 from jepa_core import runs
 from jepa_core.config import apply_overrides, preset
+from jepa_core.console import format_duration
 from browser_util import XSS, write_synthetic_run
 
 
@@ -56,7 +57,7 @@ def test_load_run_summary_reads_config_meta_duration_and_verdict(tmp_path: Path)
     set_meta(run, faults=["mask_leak"], device_name="Test CPU")
     summary = runs.load_run_summary(run)
     assert summary.status == "finished" and summary.steps == 200
-    assert summary.duration_seconds == 300.0 and runs.format_duration(summary.duration_seconds) == "5m 00s"
+    assert summary.duration_seconds == 300.0 and format_duration(summary.duration_seconds) == "5m00s"
     assert summary.device == "Test CPU" and summary.faults == ["mask_leak"]
     assert summary.config["optim"]["lr"] == 0.001
     assert summary.verdict in {"healthy", "warning", "critical"}

@@ -122,7 +122,8 @@ def test_existing_run_is_not_overwritten(tmp_path, capsys):
 
 def test_jepa_console_script_trains_and_writes_run_dir(tmp_path):
     args = [sys.executable, "-m", "jepa_core.cli", "train", "--quiet", "--name", "cli"]
-    for item in FAST + [f"logging.runs_dir={json.dumps(str(tmp_path))}", "optim.steps=4"]:
+    extra = [f"logging.runs_dir={json.dumps(str(tmp_path))}", "optim.steps=4", "diagnostics.basic_every_steps=2"]
+    for item in FAST + extra:
         args += ["--set", item]
     done = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -133,3 +134,20 @@ def test_jepa_console_script_trains_and_writes_run_dir(tmp_path):
     for key in ("loss", "lr", "ema_tau", "knn/accuracy", "linear_probe/val_acc"):
         assert table.scalars[key].notna().any(), key
     assert table.scalars["step"].max() == 4
+
+
+def test_cadence_change_applies_from_next_step_and_is_logged(tmp_path):
+    from jepa_core.control import write_control
+
+    cfg = fast_config(tmp_path, "diagnostics.covariance_every_steps=100", "diagnostics.eval_every_steps=100")
+    trainer = Trainer(cfg, run_dir=tmp_path / "live", quiet=True)
+    assert trainer.run(max_steps=4) == "paused"
+    write_control(tmp_path / "live", covariance_every_steps=2, stop=False)
+    assert trainer.run(max_steps=4) == "paused"
+    write_control(tmp_path / "live", stop=True)
+    assert trainer.run() == "stopped" and trainer.step == 9  # stop takes effect within one step
+    table = read_metrics(tmp_path / "live" / "metrics.jsonl")
+    ranked = table.scalars.dropna(subset=["target/effective_rank"])["step"].tolist()
+    assert ranked == [6, 8]  # nothing before the change, every 2nd step after it
+    cadence_rows = table.events[table.events["event"] == "cadence"]
+    assert cadence_rows["covariance_every_steps"].tolist() == [2]
