@@ -26,6 +26,7 @@ __all__ = ["Instrumentation", "MetricGroup", "GROUPS", "CADENCE_KEYS"]
 
 _PRED_KEYS = ("pred/norm_mean", "pred/std_mean", "pred/dead_dim_fraction")  # the §6 subset for predictions
 _GNS_BIG_KEY = "_gns/big_sq_norm"  # read back with the other tensors, consumed, never logged
+FIXED_PROBE_IMAGES = 8  # images in the fixed probe batch of the param-distance group
 
 
 def _unwrap(model: Any) -> Any:
@@ -130,7 +131,25 @@ def _covariance(inst: Instrumentation, ctx: StepContext) -> Metrics:
 
 def _param_distance(inst: Instrumentation, ctx: StepContext) -> Metrics:
     m = _unwrap(ctx.model)
-    return dict(dx.ema_distance_tensors(m.target_encoder, m.context_encoder))
+    metrics: Metrics = dict(dx.ema_distance_tensors(m.target_encoder, m.context_encoder))
+    metrics.update(_fixed_batch_target_stats(inst, m.target_encoder))
+    return metrics
+
+
+@torch.no_grad()
+def _fixed_batch_target_stats(inst: Instrumentation, encoder: nn.Module) -> Metrics:
+    """Target statistics on one FIXED probe batch: the same input every time, so a target encoder that is never
+    updated gives bit-identical values (training-batch statistics change with the batch and cannot show that).
+    The probe is seeded noise of the encoder's input shape, so it needs no data and costs one small forward."""
+    if inst._probe_images is None:
+        size, chans = encoder.img_size, encoder.patch_embed.in_channels
+        gen = torch.Generator().manual_seed(1234)
+        inst._probe_images = torch.randn(FIXED_PROBE_IMAGES, chans, size, size, generator=gen)
+    device = next(encoder.parameters()).device
+    tokens = encoder(inst._probe_images.to(device)).float()
+    rows = tokens.reshape(-1, tokens.shape[-1])
+    return {"target/fixed_batch_std_mean": rows.std(dim=0, correction=0).mean(),
+            "target/fixed_batch_norm_mean": rows.norm(dim=1).mean()}
 
 
 def _mask_check(inst: Instrumentation, ctx: StepContext) -> Metrics:
@@ -213,6 +232,7 @@ class Instrumentation:
         self._prev_grad: tuple[int, Tensor] | None = None
         self._grad_cosine: tuple[int, Tensor] | None = None
         self._params_before: tuple[int, list[Tensor]] | None = None
+        self._probe_images: Tensor | None = None  # fixed probe batch, made on first use
 
     # ----------------------------------------------------------------------------------------------- cadences
     @property

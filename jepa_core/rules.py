@@ -63,27 +63,38 @@ class RulesConfig:
     target_grad_max_params: float = 0.0  # ema/target_grad_params above this means the target trains
     # non_finite
     non_finite_metrics: str = "loss,grad_norm"  # comma-separated metric names that must stay finite
-    # variance_collapse: smoothed target/std_mean or target/std_l2n below a fraction of its own post-warm-up peak
-    variance_fraction_of_peak: float = 0.4
+    # variance_collapse: smoothed target/std_mean or target/std_l2n below a fraction of its own post-warm-up peak, or
+    # falling faster than healthy drift. Healthy tiny runs (final preset, 3 seeds, 300 steps) kept >= 0.69 of their
+    # peak and >= 0.89 of their ~50-step-old level; an induced collapse fell to 0.45 / 0.76, momentum 0 to 0.04 / 0.08.
+    variance_fraction_of_peak: float = 0.55
+    variance_rate_window_steps: float = 50.0
+    variance_rate_min_ratio: float = 0.82
     variance_abs_floor: float = 1e-6  # at or below this the features are constant, whatever the history
     variance_patience: int = 3
     # dead_dimensions: smoothed target/dead_dim_fraction risen this much above its post-warm-up minimum
     dead_dim_rise: float = 0.2
     dead_dim_max_fraction: float = 0.5  # ... or above this absolute fraction
     dead_dim_patience: int = 3
-    # rank_collapse: target/effective_rank, target/token_effective_rank. A healthy token rank can drift down ~25%
-    # over 170 steps, so a fall is judged by its RATE (vs a reference about rank_rate_window_steps old) or by a
-    # fall below a fraction of the peak, never by a small fall from the peak.
-    rank_fraction_of_peak: float = 0.5
+    # rank_collapse: target/token_effective_rank and target/effective_rank. A healthy token rank drifts down (to 0.78
+    # of its peak over 300 steps, never below 0.92 of its ~50-step-old level on the final tiny preset; an induced
+    # collapse: 0.57 / 0.82), so a fall is judged by its RATE (vs a reference about rank_rate_window_steps old) or by
+    # a fall below a fraction of the peak, never by a small fall from the peak.
+    rank_fraction_of_peak: float = 0.67
     rank_rate_window_steps: float = 50.0
-    rank_rate_min_ratio: float = 0.7  # smoothed rank / reference below this is a sharp fall
+    rank_rate_min_ratio: float = 0.87  # smoothed rank / reference below this is a sharp fall
     rank_patience: int = 3
+    # The pooled (per-image) RankMe falls much faster on healthy tiny runs than the token rank (to 0.42 of its peak
+    # and 0.73 of its ~50-step-old level within 300 steps; an induced collapse: 0.24 / 0.53), so it gets its own,
+    # deeper limits.
+    pooled_rank_fraction_of_peak: float = 0.32
+    pooled_rank_rate_min_ratio: float = 0.62
     # ema_stalled: ema/relative_param_l2 stuck at exactly 0 (target copies online), or target statistics exactly
     # frozen while ema/param_l2 keeps changing (target never updated)
     ema_stalled_warmup_steps: int = 1  # at step 0 the target is a copy of the online encoder by construction
     ema_stalled_max_distance: float = 0.0
     ema_stalled_patience: int = 3
-    ema_frozen_metrics: str = "target/std_mean,target/effective_rank,target/norm_mean"
+    # statistics of the target on a FIXED probe batch (param-distance cadence): bit-identical iff never updated
+    ema_frozen_metrics: str = "target/fixed_batch_std_mean,target/fixed_batch_norm_mean"
     ema_frozen_patience: int = 3
     ema_frozen_rel_tolerance: float = 0.0  # a relative change up to this between readings counts as "unchanged"
     # ema_runaway: ema/relative_param_l2 out of bounds, jumping, or growing far beyond its early level
@@ -97,7 +108,7 @@ class RulesConfig:
     ema_tau_decrease_tolerance: float = 1e-9
     # false_comfort: pred_target/cosine high while target variance fell below a fraction of its peak
     false_comfort_cosine: float = 0.9
-    false_comfort_variance_fraction: float = 0.5
+    false_comfort_variance_fraction: float = 0.55  # healthy tiny runs kept >= 0.69 of their peak std (300 steps)
     false_comfort_patience: int = 2
     # divergence: one-sided CUSUM on log grad_norm against a robust running baseline, and loss z-score spikes
     divergence_warmup_steps: int = 50  # lr warm-up makes grad_norm climb on healthy runs
@@ -272,6 +283,7 @@ class VarianceCollapseRule(_RuleBase):
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
         self.tracks = {m: _Smoothed(cfg.smoothing_alpha) for m in self.metrics}
+        self.references = {m: StepEwma(cfg.variance_rate_window_steps) for m in self.metrics}
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg, alerts = row["step"], self.cfg, []
@@ -279,13 +291,20 @@ class VarianceCollapseRule(_RuleBase):
             value = _number(row, metric)
             if value is None or not math.isfinite(value) or step < cfg.warmup_steps:
                 continue
-            track.update(value)
+            reference = self.references[metric].value  # about variance_rate_window_steps old, before this reading
+            smoothed = track.update(value)
+            self.references[metric].update(step, smoothed)
             ratio = track.fraction_of_peak()
-            falling = track.count >= cfg.min_readings and ratio is not None and ratio < cfg.variance_fraction_of_peak
+            rate = smoothed / reference if reference else None
+            falling = track.count >= cfg.min_readings and (
+                (ratio is not None and ratio < cfg.variance_fraction_of_peak)
+                or (rate is not None and rate < cfg.variance_rate_min_ratio))
             if self.gate.observe(metric, falling or value <= cfg.variance_abs_floor, cfg.variance_patience):
                 alerts.append(self._alert(step, "critical", metric, value, (
                     f"representation collapse: {metric} = {_fmt(value)} at step {step}, "
-                    f"{_fmt(100 * (ratio or 0.0))}% of its peak {_fmt(track.peak.value or 0.0)}; the target features "
+                    f"{_fmt(100 * (ratio or 0.0))}% of its peak {_fmt(track.peak.value or 0.0)}"
+                    + (f" and {_fmt(100 * rate)}% of its level ~{_fmt(cfg.variance_rate_window_steps)} steps ago"
+                       if rate is not None else "") + "; the target features "
                     "are converging to a constant while the loss can still look fine. Check first the EMA momentum "
                     "(ema.start close to 1, not 0), that the target encoder is not the online encoder, the "
                     "predictor depth and the learning rate; compare target/effective_rank.")))
@@ -327,22 +346,30 @@ class RankCollapseRule(_RuleBase):
         self.tracks = {m: _Smoothed(cfg.smoothing_alpha) for m in self.metrics}
         self.references = {m: StepEwma(cfg.rank_rate_window_steps) for m in self.metrics}
 
+    def _limits(self, metric: str) -> tuple[float, float]:
+        """(fraction of peak, rate ratio) below which `metric` counts as collapsing."""
+        cfg = self.cfg
+        if metric == "target/effective_rank":
+            return cfg.pooled_rank_fraction_of_peak, cfg.pooled_rank_rate_min_ratio
+        return cfg.rank_fraction_of_peak, cfg.rank_rate_min_ratio
+
     def update(self, row: dict) -> list[Alert]:
         step, cfg, alerts = row["step"], self.cfg, []
         for metric, track in self.tracks.items():
             value = _number(row, metric)
             if value is None or not math.isfinite(value) or step < cfg.warmup_steps:
                 continue
+            fraction_limit, rate_limit = self._limits(metric)
             reference = self.references[metric].value  # about rank_rate_window_steps old, before this reading
             smoothed = track.update(value)
             self.references[metric].update(step, smoothed)
             of_peak = track.fraction_of_peak()
-            below_peak = of_peak is not None and of_peak < cfg.rank_fraction_of_peak
+            below_peak = of_peak is not None and of_peak < fraction_limit
             rate = smoothed / reference if reference else None
-            sharp = rate is not None and rate < cfg.rank_rate_min_ratio
+            sharp = rate is not None and rate < rate_limit
             condition = track.count >= cfg.min_readings and (below_peak or sharp)
             if self.gate.observe(metric, condition, cfg.rank_patience):
-                how = (f"below {_fmt(100 * cfg.rank_fraction_of_peak)}% of its peak {_fmt(track.peak.value or 0)}"
+                how = (f"below {_fmt(100 * fraction_limit)}% of its peak {_fmt(track.peak.value or 0)}"
                        if below_peak else f"falling fast ({_fmt(100 * (rate or 0))}% of its level "
                        f"~{_fmt(cfg.rank_rate_window_steps)} steps ago)")
                 alerts.append(self._alert(step, "warning", metric, value, (

@@ -1,0 +1,250 @@
+"""Fault injection (SPEC §8), stop-on-critical, and the detection benchmark's baselines (benchmarks/detection.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from jepa_core.checkpoint import latest_checkpoint, load_checkpoint
+from jepa_core.config import apply_overrides, preset
+from jepa_core.rules import Alert
+from jepa_core.stream import iter_rows
+from jepa_core.train import Trainer
+
+REPO = Path(__file__).resolve().parent.parent
+FAULT_STEP = 4  # 0-based update index where every fault below begins: logged steps 1..4 are healthy
+
+# A model and data small enough that a dozen steps take a second or two; every diagnostic logged every step.
+SMALL = [
+    "model.img_size=16", "model.embed_dim=32", "model.depth=1", "model.num_heads=2", "model.pred_dim=16",
+    "model.pred_depth=1", "model.pred_num_heads=2", "masks.num_targets=2", "optim.steps=8", "optim.batch_size=8",
+    "optim.warmup_steps=2", "data.num_train=64", "data.num_heldout=32", "eval.probe_epochs=2", "eval.at_start=false",
+    "eval.artifacts=false", "diagnostics.eval_every_steps=1000", "diagnostics.basic_every_steps=1",
+    "diagnostics.representation_every_steps=1", "diagnostics.covariance_every_steps=1",
+    "diagnostics.param_distance_every_steps=1", "diagnostics.mask_check_every_steps=1",
+    "diagnostics.weights_health_every_steps=1000", "logging.tensorboard=false", "logging.progress_bar=false",
+    "logging.checkpoint_every_steps=1000", "runtime.num_threads=1", "runtime.device='cpu'",
+    f"faults.start_step={FAULT_STEP}",
+]
+
+
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("detection_benchmark", REPO / "benchmarks" / "detection.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
+    spec.loader.exec_module(module)
+    return module
+
+
+def train_small(tmp_path: Path, *extra: str, name: str = "run") -> tuple[Trainer, str, dict[int, dict]]:
+    cfg = apply_overrides(preset("tiny"), SMALL + [f"logging.runs_dir={json.dumps(str(tmp_path))}", *extra])
+    trainer = Trainer(cfg, run_dir=tmp_path / name, quiet=True)
+    status = trainer.run()
+    rows: dict[int, dict] = {}
+    for row in iter_rows(tmp_path / name / "metrics.jsonl"):
+        if "event" not in row:
+            rows.setdefault(row["step"], {}).update(row)
+    return trainer, status, rows
+
+
+def series(rows: dict[int, dict], key: str) -> dict[int, float]:
+    return {step: row[key] for step, row in sorted(rows.items()) if key in row}
+
+
+def healthy_part(values: dict[int, float]) -> list[float]:
+    return [v for s, v in values.items() if s <= FAULT_STEP]
+
+
+def faulty_part(values: dict[int, float]) -> list[float]:
+    return [v for s, v in values.items() if s > FAULT_STEP]
+
+
+# ------------------------------------------------------------------------------------------------- the faults
+
+
+def test_mask_leak_starts_at_start_step(tmp_path):
+    _, _, rows = train_small(tmp_path, "faults.mask_leak_fraction=0.5")
+    overlap = series(rows, "mask/overlap_fraction")
+    assert healthy_part(overlap) and all(v == 0.0 for v in healthy_part(overlap))
+    assert all(v > 0.0 for v in faulty_part(overlap))
+
+
+def test_frozen_target_keeps_fixed_batch_statistics_exactly_constant(tmp_path):
+    trainer, _, rows = train_small(tmp_path, "faults.frozen_target=true", "rules.warmup_steps=0")
+    for key in ("target/fixed_batch_std_mean", "target/fixed_batch_norm_mean"):
+        values = series(rows, key)
+        assert len(set(healthy_part(values))) == len(healthy_part(values)), key  # healthy: moves every update
+        frozen = [v for s, v in values.items() if s >= FAULT_STEP]  # the last healthy reading onward
+        assert len(frozen) >= 4 and len(set(frozen)) == 1, key
+    distance = faulty_part(series(rows, "ema/param_l2"))
+    assert all(b > a for a, b in zip(distance, distance[1:]))  # the online encoder keeps moving away
+    assert "ema_stalled" in {a.rule for a in trainer.rules.alerts}
+
+
+def test_target_copies_online_makes_the_distance_exactly_zero(tmp_path):
+    _, _, rows = train_small(tmp_path, "faults.target_copies_online=true")
+    distance = series(rows, "ema/relative_param_l2")
+    assert all(v > 0.0 for v in healthy_part(distance))
+    assert all(v == 0.0 for v in faulty_part(distance))
+    assert all(v == 0.0 for v in faulty_part(series(rows, "ema_tau")))
+
+
+def test_target_gradients_reach_the_target_only_from_start_step(tmp_path):
+    # weights health every 2 steps: the noise-scale micro-batch backward runs both before and after the fault
+    trainer, _, rows = train_small(tmp_path, "faults.target_gradients=true", "diagnostics.weights_health_every_steps=2")
+    counts = series(rows, "ema/target_grad_params")
+    assert all(v == 0.0 for v in healthy_part(counts))
+    assert all(v == len(list(trainer.model.target_encoder.parameters())) for v in faulty_part(counts))
+    assert [a.rule for a in trainer.rules.alerts if a.rule == "target_gradients"] == ["target_gradients"]
+
+
+def test_lr_blowup_multiplies_the_scheduled_lr(tmp_path):
+    _, _, healthy = train_small(tmp_path, name="healthy")
+    _, _, blown = train_small(tmp_path, "faults.lr_blowup_factor=50.0", name="blown")
+    for step, lr in series(blown, "lr").items():
+        expected = healthy[step]["lr"] * (50.0 if step > FAULT_STEP else 1.0)
+        assert lr == pytest.approx(expected, rel=1e-9), step
+
+
+def test_collapse_weight_applies_only_from_start_step(tmp_path):
+    cfg = apply_overrides(preset("tiny"), SMALL + [f"logging.runs_dir={json.dumps(str(tmp_path))}",
+                                                   "faults.collapse_weight=2.0"])
+    trainer = Trainer(cfg, run_dir=tmp_path / "run", quiet=True)
+    assert trainer.settings(FAULT_STEP - 1).collapse_weight == 0.0
+    assert trainer.settings(FAULT_STEP).collapse_weight == 2.0
+    trainer.close()
+
+
+def test_faults_are_recorded_in_meta(tmp_path):
+    train_small(tmp_path, "faults.frozen_target=true", "faults.lr_blowup_factor=2.0")
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert sorted(meta["faults"]) == ["frozen_target", "lr_blowup"]
+
+
+# ------------------------------------------------------------------------------------------- stop on critical
+
+
+def test_stop_on_critical_stops_with_a_final_checkpoint(tmp_path):
+    trainer, status, _ = train_small(tmp_path, "faults.mask_leak_fraction=0.5", "rules.stop_on_critical=true",
+                                     "optim.steps=50")
+    assert status == "stopped_on_alert"
+    assert trainer.step == FAULT_STEP + 1  # the first leaking update is logged at FAULT_STEP + 1 and stops it
+    ckpt = latest_checkpoint(tmp_path / "run" / "checkpoints")
+    assert ckpt is not None and load_checkpoint(ckpt)["step"] == FAULT_STEP + 1
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert meta["status"] == "stopped_on_alert"
+
+
+def test_stop_on_critical_is_off_by_default(tmp_path):
+    trainer, status, _ = train_small(tmp_path, "faults.mask_leak_fraction=0.5")
+    assert status == "finished" and trainer.step == 8
+    assert any(a.severity == "critical" for a in trainer.rules.alerts)
+
+
+# ------------------------------------------------------------------------------------ the benchmark's judging
+
+
+def test_loss_baseline_fires_on_nan_and_on_a_spike():
+    bench = load_benchmark()
+    flat = [{"step": s, "loss": 0.5 + 0.001 * math.sin(s)} for s in range(0, 300, 5)]
+    assert bench.loss_baseline_step(flat) is None
+    falling = [{"step": s, "loss": 1.0 / (1 + s / 50)} for s in range(0, 300, 5)]  # a collapse looks like this
+    assert bench.loss_baseline_step(falling) is None
+    nan = [dict(r) for r in flat]
+    nan[30]["loss"] = "NaN"
+    assert bench.loss_baseline_step(nan) == nan[30]["step"]
+    spike = [dict(r, loss=0.6) if r["step"] == 150 else r for r in flat]  # +20%, many scales above the noise
+    assert bench.loss_baseline_step(spike) == 150
+    early = [dict(r, loss=5.0) if r["step"] == 20 else r for r in flat]  # warm-up transients are not judged
+    assert bench.loss_baseline_step(early) is None
+
+
+def test_eval_baseline_fires_five_points_below_the_best():
+    bench = load_benchmark()
+    rows = [{"step": 0, "knn/accuracy": 0.20}, {"step": 25, "knn/accuracy": 0.30}, {"step": 30, "loss": 1.0},
+            {"step": 50, "knn/accuracy": 0.26}, {"step": 75, "knn/accuracy": 0.249}]
+    assert bench.eval_baseline_step(rows) == 75
+    assert bench.eval_baseline_step(rows[:4]) is None
+
+
+def alert(step: int, rule: str = "rank_collapse") -> Alert:
+    return Alert(step=step, rule=rule, severity="warning", metric="m", value=0.0, message="")
+
+
+@pytest.mark.parametrize("fault, alerts, loss_step, eval_step, ok", [
+    (None, [], None, None, True),
+    (None, [alert(200)], None, None, False),  # any alert on a healthy run is a false alarm
+    ("collapse", [alert(150)], None, 175, True),  # a baseline that never fires counts as beaten
+    ("collapse", [alert(175)], None, 175, False),  # a tie is not a lead
+    ("collapse", [alert(90), alert(150)], None, None, False),  # an alert before the fault began
+    ("collapse", [], None, 175, False),  # missed
+    ("lr_blowup", [alert(110)], 105, 110, True),  # blunt: detection alone is enough
+])
+def test_judgement_targets(fault, alerts, loss_step, eval_step, ok):
+    bench = load_benchmark()
+    case = bench.Case("c", (), fault)
+    fault_step = 100 if fault else None
+    false_alarms = [a for a in alerts if fault_step is None or a.step <= fault_step]
+    judgement = bench.Judgement(case, fault_step, alerts, loss_step, eval_step, false_alarms)
+    assert judgement.ok is ok
+
+
+def test_every_fault_of_the_config_has_a_benchmark_case():
+    bench = load_benchmark()
+    faults = {c.fault for c in bench.cases(3) if c.fault}
+    assert len([c for c in bench.cases(3) if c.fault is None]) == 3
+    assert faults == {"mask_leak", "frozen_target", "target_copies_online", "target_gradients", "lr_blowup",
+                      "collapse"}
+    cfg = preset("tiny")
+    for case in bench.cases(1):  # every case's overrides are valid config
+        apply_overrides(cfg, list(case.overrides))
+
+
+def test_record_thins_a_run_and_rederives_stale_alerts(tmp_path):
+    bench = load_benchmark()
+    run = tmp_path / "runs" / "fault_x"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "tensorboard").mkdir()
+    (run / "artifacts").mkdir()
+    (run / "checkpoints" / "latest.pt").write_bytes(b"weights")
+    (run / "config.toml").write_text('[logging]\nruns_dir = "/tmp/xyz"\nname = "fault_x"\n')
+    (run / "meta.json").write_text('{"status": "finished"}')
+    for kind in ("masks", "neighbours"):
+        for step in (25, 50):
+            (run / "artifacts" / f"{kind}_step{step:07d}.png").write_bytes(b"png")
+            (run / "artifacts" / f"{kind}_step{step:07d}.json").write_text("{}")
+    rows = [{"step": s, "attempt": 1, "mask/overlap_fraction": 0.3 if s >= 60 else 0.0} for s in range(0, 100, 10)]
+    stale = {"step": 40, "attempt": 1, "event": "alert", "rule": "rank_collapse", "severity": "warning",
+             "metric": "target/effective_rank", "value": 1.0, "message": "old threshold"}
+    lines = [json.dumps(r) for r in rows[:5]] + [json.dumps(stale)] + [json.dumps(r) for r in rows[5:]]
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+
+    dest = bench.record(run, tmp_path / "data")
+    assert sorted(p.name for p in dest.iterdir()) == ["artifacts", "config.toml", "meta.json", "metrics.jsonl"]
+    assert sorted(p.name for p in (dest / "artifacts").iterdir()) == [
+        "masks_step0000050.json", "masks_step0000050.png", "neighbours_step0000050.json",
+        "neighbours_step0000050.png"]
+    assert 'runs_dir = "data/runs"' in (dest / "config.toml").read_text()
+    recorded = [json.loads(line) for line in (dest / "metrics.jsonl").read_text().splitlines()]
+    alerts = [(r["step"], r["rule"]) for r in recorded if r.get("event") == "alert"]
+    assert alerts == [(60, "mask_leak")]
+    first_alert = next(i for i, r in enumerate(recorded) if r.get("event") == "alert")
+    assert recorded[first_alert - 1] == rows[6]  # written right after the row that raised it
+
+
+def test_mask_leak_never_asks_more_of_a_small_context_than_it_holds(tmp_path):
+    cfg = apply_overrides(preset("tiny"), SMALL + [f"logging.runs_dir={json.dumps(str(tmp_path))}",
+                                                   "faults.mask_leak_fraction=1.0", "model.img_size=32",
+                                                   "masks.num_targets=4"])  # the tiny preset's 8x8 grid and masks
+    trainer = Trainer(cfg, run_dir=tmp_path / "run", quiet=True)
+    for step in range(FAULT_STEP, FAULT_STEP + 40):  # every target patch asked for: more than most contexts hold
+        _, masks = trainer.batch(step)
+        context = [set(row.tolist()) for row in masks.context_idx]
+        targets = [set(row.flatten().tolist()) for row in masks.target_idx]
+        assert all(c & t for c, t in zip(context, targets)), step
+    trainer.close()

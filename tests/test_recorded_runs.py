@@ -1,0 +1,91 @@
+"""The recorded runs of the detection benchmark (data/runs/<name>/): `jepa doctor` gives each its expected verdict.
+
+They are committed so that notebooks, tests and new users can open real runs without training; the benchmark
+(`python benchmarks/detection.py --record`) writes them. A healthy run must come out healthy (exit 0) under the
+current rules, each fault run must raise alerts (exit 1) including the rule that names its fault.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jepa_core.doctor import EXIT_ALERTS, EXIT_HEALTHY, doctor_main
+
+REPO = Path(__file__).resolve().parent.parent
+RUNS = REPO / "data" / "runs"
+MAX_TOTAL_BYTES = 4 * 1024 * 1024  # "a few MB in all"
+
+
+def benchmark_cases():
+    spec = importlib.util.spec_from_file_location("detection_benchmark_cases", REPO / "benchmarks" / "detection.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
+    spec.loader.exec_module(module)
+    return module.cases(3)
+
+
+CASES = benchmark_cases()
+HEALTHY = [c for c in CASES if c.fault is None]
+FAULTS = [c for c in CASES if c.fault is not None]
+
+
+def test_every_benchmark_run_is_recorded():
+    recorded = sorted(p.name for p in RUNS.iterdir() if p.is_dir())
+    assert sorted(c.name for c in CASES) == recorded
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_recorded_run_is_thinned_and_complete(case):
+    run = RUNS / case.name
+    assert {p.name for p in run.iterdir()} <= {"config.toml", "meta.json", "metrics.jsonl", "artifacts"}
+    for name in ("config.toml", "meta.json", "metrics.jsonl"):
+        assert (run / name).is_file(), f"{run / name} missing"
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "finished"
+    assert meta["faults"] == ([case.fault] if case.fault else [])
+    pngs = list((run / "artifacts").glob("*.png"))
+    assert 1 <= len(pngs) <= 2
+
+
+def test_recorded_runs_stay_small():
+    total = sum(p.stat().st_size for p in RUNS.rglob("*") if p.is_file())
+    assert total < MAX_TOTAL_BYTES
+
+
+@pytest.mark.parametrize("case", HEALTHY, ids=lambda c: c.name)
+def test_doctor_calls_healthy_runs_healthy(case, capsys):
+    code = doctor_main([str(RUNS / case.name), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert (code, report["verdict"], report["alerts"]) == (EXIT_HEALTHY, "healthy", [])
+
+
+@pytest.mark.parametrize("case", FAULTS, ids=lambda c: c.name)
+def test_doctor_flags_each_fault_with_its_rule(case, capsys):
+    code = doctor_main([str(RUNS / case.name), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == EXIT_ALERTS and report["verdict"] in ("warning", "critical")
+    fired = {a["rule"] for a in report["alerts"]}
+    assert case.expected_rule in fired, f"{case.name}: {sorted(fired)}"
+    fault_step = int(_config_value(RUNS / case.name / "config.toml", "faults", "start_step"))
+    # Every alert comes after the fault began: the healthy stretch before it raises nothing.
+    assert min(a["step"] for a in report["alerts"]) > fault_step
+
+
+def test_console_script_exit_codes():
+    """`jepa doctor` as a user types it: 0 on a healthy recorded run, 1 on a faulty one."""
+    healthy = subprocess.run(["jepa", "doctor", str(RUNS / HEALTHY[0].name)], capture_output=True, text=True)
+    assert healthy.returncode == EXIT_HEALTHY, healthy.stdout + healthy.stderr
+    faulty = subprocess.run(["jepa", "doctor", str(RUNS / "fault_mask_leak")], capture_output=True, text=True)
+    assert faulty.returncode == EXIT_ALERTS and "mask_leak" in faulty.stdout
+
+
+def _config_value(path: Path, section: str, key: str):
+    import tomllib
+
+    return tomllib.loads(path.read_text())[section][key]
