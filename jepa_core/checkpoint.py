@@ -67,14 +67,18 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         raise CheckpointError(f"cannot load checkpoint {path}: {exc}") from exc
 
 
-def latest_checkpoint(checkpoint_dir: Path) -> Path | None:
-    """latest.pt if it loads; otherwise the newest step file (latest.pt may be the one a crash interrupted)."""
+def load_latest(checkpoint_dir: Path, map_location: str | torch.device = "cpu") -> tuple[Path, dict[str, Any]] | None:
+    """latest.pt if it loads, else the newest step file that does (latest.pt may be what a crash interrupted)."""
     latest = checkpoint_dir / "latest.pt"
     candidates = ([latest] if latest.is_file() else []) + [p for _, p in reversed(list_checkpoints(checkpoint_dir))]
     for path in candidates:
         try:
-            load_checkpoint(path)
+            return path, load_checkpoint(path, map_location)
         except CheckpointError:
             continue
-        return path
     return None
+
+
+def latest_checkpoint(checkpoint_dir: Path) -> Path | None:
+    found = load_latest(checkpoint_dir)
+    return found[0] if found else None

@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 
 from jepa_core import distributed
-from jepa_core.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
+from jepa_core.checkpoint import CheckpointError, load_latest, prune_checkpoints, save_checkpoint
 from jepa_core.config import (Config, ConfigError, DiagnosticsConfig, apply_overrides, config_to_dict, load_config,
                               preset, validate)
 from jepa_core.console import format_console_line
@@ -109,10 +109,10 @@ class Trainer:
     def _open_run_dir(self, run_dir: str | Path | None, resume: bool) -> RunPaths:
         if resume:
             paths = RunPaths(Path(run_dir))
-            ckpt = latest_checkpoint(paths.checkpoints)
-            if ckpt is None:
+            found = load_latest(paths.checkpoints, self.device)
+            if found is None:
                 raise CheckpointError(f"no loadable checkpoint in {paths.checkpoints} to resume from")
-            self._load_state(load_checkpoint(ckpt, self.device), paths)
+            self._load_state(found[1], paths)
         elif self.dist.is_main:
             name = Path(run_dir).name if run_dir else None
             if run_dir:
