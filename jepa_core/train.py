@@ -23,7 +23,7 @@ from jepa_core.config import (Config, ConfigError, DiagnosticsConfig, apply_over
                               preset, validate)
 from jepa_core.console import format_console_line
 from jepa_core.control import ControlError, ControlWatcher, read_control, write_control
-from jepa_core.data import DataError, batch_indices, build_datasets, normalize_images
+from jepa_core.data import DataError, batch_indices, build_datasets, epoch_of_step, normalize_images
 from jepa_core.ema import ema_momentum
 from jepa_core.evaluation import run_evaluation
 from jepa_core.instrument import Instrumentation
@@ -190,10 +190,7 @@ class Trainer:
         masks = self.mask_sampler.sample(len(idx), gen)
         f = self.cfg.faults
         if f.mask_leak_fraction > 0 and step >= f.start_step:
-            # A small context cannot take every leaked patch: leak what fits, so the fault never crashes the run.
-            _, blocks, block_len = masks.target_idx.shape
-            fits = (masks.context_idx.shape[1] - 0.5) / (blocks * block_len)
-            masks = leak_targets(masks, min(f.mask_leak_fraction, fits), gen)
+            masks = leak_targets(masks, f.mask_leak_fraction, gen)
         self.last_images, self.last_masks = images, masks
         return images, masks
 
@@ -221,7 +218,7 @@ class Trainer:
         self.step = s + 1
         metrics = self.instrumentation.after_step(out, self.model, time.perf_counter() - t0, t_data)
         if metrics and "loss" in metrics:
-            metrics["epoch"] = self.step * self.cfg.optim.batch_size / len(self.train_set)
+            metrics["epoch"] = epoch_of_step(len(self.train_set), self.cfg.optim.batch_size, self.step)
         self._emit(self.step, metrics)
         self._after_step()
         return metrics
