@@ -5,8 +5,8 @@ same architecture), times it, prints the table and exits 1 when the probe gains 
 `--record` copies the run, thinned to config, meta, metrics and the last artifacts, to data/runs/tiny-default/ so
 tests and notebooks can open it without training.
 
-    python benchmarks/tiny_learns.py                  # about 5 minutes on 2 CPU cores
-    python benchmarks/tiny_learns.py --record
+    python benchmarks/tiny_learns.py                  # about 4 minutes on 2 CPU cores
+    python benchmarks/tiny_learns.py --seeds 0 1 2 --record   # every seed must gain; seed 0 is recorded
 """
 
 from __future__ import annotations
@@ -47,15 +47,11 @@ def record(run: Path) -> None:
             shutil.copy2(path, RECORD / "artifacts" / path.name)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--min-gain", type=float, default=0.08)
-    parser.add_argument("--record", action="store_true")
-    args = parser.parse_args()
+def run_seed(seed: int, min_gain: float, record_run: bool) -> float:
+    """Train the preset once with `seed`, print its evaluation table, return the probe gain in accuracy units."""
     with tempfile.TemporaryDirectory() as tmp:
         cfg = preset("tiny")
-        cfg.runtime.seed = args.seed
+        cfg.runtime.seed = seed
         cfg.logging.progress_bar = False
         run = Path(tmp) / "tiny-default"
         t0 = time.perf_counter()
@@ -64,21 +60,34 @@ def main() -> int:
         rows = eval_rows(run / "metrics.jsonl")
         first, last = rows.iloc[0], rows.iloc[-1]
         gain = last["linear_probe/val_acc"] - first["linear_probe/val_acc"]
-        meta = json.loads((run / "meta.json").read_text())
-        print(f"tiny preset, seed {args.seed}, {cfg.optim.steps} steps x batch {cfg.optim.batch_size}, "
+        print(f"tiny preset, seed {seed}, {cfg.optim.steps} steps x batch {cfg.optim.batch_size}, "
               f"{torch.get_num_threads()} threads, status {status}, wall {wall:.0f} s (including evaluations)")
         print(f"{'step':>6}{'probe val':>11}{'probe train':>13}{'kNN':>8}")
         for _, r in rows.iterrows():
             print(f"{int(r['step']):>6}{r['linear_probe/val_acc']:>11.3f}{r['linear_probe/train_acc']:>13.3f}"
                   f"{r['knn/accuracy']:>8.3f}")
-        print(f"linear probe gain over random init: {100 * gain:+.1f} points (target >= {100 * args.min_gain:.0f}); "
-              f"kNN {100 * (last['knn/accuracy'] - first['knn/accuracy']):+.1f} points")
-        if args.record:
+        print(f"linear probe gain over random init: {100 * gain:+.1f} points (target >= {100 * min_gain:.0f}); "
+              f"kNN {100 * (last['knn/accuracy'] - first['knn/accuracy']):+.1f} points", flush=True)
+        if record_run:
+            meta = json.loads((run / "meta.json").read_text())
             meta["benchmark_wall_seconds"] = round(wall, 1)
             (run / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
             record(run)
             print(f"recorded to {RECORD.relative_to(REPO)}")
-    return 0 if gain >= args.min_gain else 1
+    return float(gain)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run per seed (the first is recorded)")
+    parser.add_argument("--min-gain", type=float, default=0.08)
+    parser.add_argument("--record", action="store_true", help="record the first seed's run")
+    args = parser.parse_args()
+    gains = [run_seed(seed, args.min_gain, args.record and i == 0) for i, seed in enumerate(args.seeds)]
+    if len(gains) > 1:
+        print("gains by seed: " + ", ".join(f"{s}: {100 * g:+.1f}" for s, g in zip(args.seeds, gains))
+              + f" points; smallest {100 * min(gains):+.1f}")
+    return 0 if min(gains) >= args.min_gain else 1
 
 
 if __name__ == "__main__":

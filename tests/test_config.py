@@ -104,4 +104,4 @@ def test_override_syntax_errors():
 
 def test_toml_text_is_readable():
     text = config_to_toml(preset("tiny"))
-    assert "[optim]" in text and "batch_size = 128" in text
+    assert "[optim]" in text and "batch_size = 64" in text

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from jepa_core import report
+from jepa_core.config import preset
 from browser_util import REPO, XSS, write_synthetic_run
 
 NOTEBOOKS = REPO / "notebooks"
@@ -56,7 +57,7 @@ def test_train_notebook_builds_a_valid_config_without_training(tmp_path: Path,
     _, defs = load_app("train").run()
     session = defs["session"]
     preset_name, overrides, cfg = session["pending"]
-    assert preset_name == "tiny" and cfg.diagnostics.basic_every_steps == 5
+    assert preset_name == "tiny" and cfg.diagnostics == preset("tiny").diagnostics
     assert session["trainer"] is None and not session["busy"]
     assert not (tmp_path / "runs").exists()  # nothing is written until Start is pressed
 
