@@ -12,7 +12,8 @@ from jepa_core.stream import read_metrics
 @pytest.mark.slow
 def test_torchrun_two_ranks_write_one_stream(tmp_path):
     sets = ["optim.steps=6", "optim.warmup_steps=1", "optim.batch_size=16", "data.num_train=128",
-            "data.num_heldout=64", "eval.probe_epochs=5", "diagnostics.eval_every_steps=3", "diagnostics.basic_every_steps=1",
+            "data.num_heldout=64", "eval.probe_epochs=5", "diagnostics.eval_every_steps=3",
+            "diagnostics.basic_every_steps=1",
             "diagnostics.weights_health_every_steps=2", "runtime.num_threads=1", "logging.tensorboard=false",
             f"logging.runs_dir={json.dumps(str(tmp_path))}"]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
