@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
 
+from benchmark_util import load_benchmark
 from jepa_core.checkpoint import latest_checkpoint, load_checkpoint
 from jepa_core.config import apply_overrides, preset
 from jepa_core.rules import Alert
@@ -32,13 +31,6 @@ SMALL = [
     f"faults.start_step={FAULT_STEP}",
 ]
 
-
-def load_benchmark():
-    spec = importlib.util.spec_from_file_location("detection_benchmark", REPO / "benchmarks" / "detection.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
-    spec.loader.exec_module(module)
-    return module
 
 
 def train_small(tmp_path: Path, *extra: str, name: str = "run") -> tuple[Trainer, str, dict[int, dict]]:

@@ -8,14 +8,13 @@ current rules, each fault run must raise alerts (exit 1) including the rule that
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from benchmark_util import load_benchmark
 from jepa_core.config import apply_overrides, config_to_dict, load_config, preset
 from jepa_core.doctor import EXIT_ALERTS, EXIT_HEALTHY, doctor_main
 from jepa_core.stream import read_metrics
@@ -24,13 +23,6 @@ REPO = Path(__file__).resolve().parent.parent
 RUNS = REPO / "data" / "runs"
 MAX_TOTAL_BYTES = 4 * 1024 * 1024  # "a few MB in all"
 
-
-def load_benchmark():
-    spec = importlib.util.spec_from_file_location("detection_benchmark_cases", REPO / "benchmarks" / "detection.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file executes
-    spec.loader.exec_module(module)
-    return module
 
 
 BENCHMARK = load_benchmark()
