@@ -105,8 +105,8 @@ class DeadDimensionsRule(_RuleBase):
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg = row["step"], self.cfg
-        value = _number(row, self.metric)
-        if value is None or not math.isfinite(value) or step < cfg.warmup_steps:
+        value = self._settled_reading(row, self.metric)
+        if value is None:
             return []
         smoothed = self.track.update(value)
         low = self.track.low.value if self.track.low.value is not None else smoothed
@@ -225,8 +225,8 @@ class EmaRunawayRule(_RuleBase):
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg = row["step"], self.cfg
-        value = _number(row, self.metric)
-        if value is None or not math.isfinite(value) or step < cfg.warmup_steps:
+        value = self._settled_reading(row, self.metric)
+        if value is None:
             return []
         reference, previous = self.reference.value, self.previous
         self.reference.update(step, value)
@@ -361,8 +361,8 @@ class NotLearningRule(_RuleBase):
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg = row["step"], self.cfg
-        value = _number(row, self.metric)
-        if value is None or not math.isfinite(value) or step < cfg.warmup_steps:
+        value = self._settled_reading(row, self.metric)
+        if value is None:
             return []
         if self.gate.observe(self.metric, value <= cfg.not_learning_max_grad_norm, cfg.not_learning_patience):
             return [self._alert(step, "warning", self.metric, value, (

@@ -204,6 +204,13 @@ class _RuleBase:
     def _alert(self, step: int, severity: str, metric: str, value: float, message: str) -> Alert:
         return Alert(step=step, rule=self.name, severity=severity, metric=metric, value=value, message=message)
 
+    def _settled_reading(self, row: dict, metric: str) -> float | None:
+        """The row's finite value of `metric` once warm-up is over; None otherwise (nothing to judge yet)."""
+        value = _number(row, metric)
+        if value is None or not math.isfinite(value) or row["step"] < self.cfg.warmup_steps:
+            return None
+        return value
+
 
 class _Smoothed:
     """A metric's smoothed value with its post-warm-up peak, minimum and reading count."""
