@@ -447,9 +447,9 @@ def current_mask_overlay(trainer: Any, run_dir: Any, count: int = 4) -> bytes | 
 
     from PIL import Image
 
-    images = getattr(trainer, "last_images", None)
-    masks = getattr(trainer, "last_masks", None)
-    if images is not None and masks is not None:
+    batch = getattr(trainer, "last_batch", None)  # one tuple, read once: images and masks of the same step
+    if batch is not None:
+        images, masks = batch
         from jepa_core.artifacts import mask_overlay_grid
 
         grid = mask_overlay_grid(images, masks.context_idx, masks.target_idx,

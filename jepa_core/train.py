@@ -89,8 +89,10 @@ class Trainer:
         self._critical_pending = False  # rank 0's rules fired a critical alert; applied at the next control sync
         self.stop_requested = False  # set by the control file ("stop": true)
         self.on_metrics: MetricsCallback | None = None
-        self.last_images: torch.Tensor | None = None  # uint8 batch, for the notebook's mask overlay
-        self.last_masks: MaskBatch | None = None
+        # (uint8 images, masks) of the last batch, replaced as one tuple so that a reader on another thread (the
+        # notebook's mask overlay) never pairs one step's images with another step's masks.
+        self.last_batch: tuple[torch.Tensor, MaskBatch] | None = None
+        self.phase = "ready"  # what the trainer is doing now, in words, for the workbench's progress line
 
         # Everything that can fail on bad input has run: only now touch the disk.
         self.paths = self._open_run_dir(run_dir, resume)
@@ -191,7 +193,7 @@ class Trainer:
         f = self.cfg.faults
         if f.mask_leak_fraction > 0 and step >= f.start_step:
             masks = leak_targets(masks, f.mask_leak_fraction, gen)
-        self.last_images, self.last_masks = images, masks
+        self.last_batch = (images, masks)
         return images, masks
 
     # ---------------------------------------------------------------------------------------------------- steps
@@ -290,9 +292,11 @@ class Trainer:
     def evaluate(self) -> dict[str, float]:
         if not self.dist.is_main:
             return {}
+        self.phase = f"evaluating step {self.step}"
+        images, masks = self.last_batch if self.last_batch is not None else (None, None)
         result = run_evaluation(self.model, self.heldout, self.cfg, self.device, self.step,
-                                self.paths.artifacts if self.cfg.eval.artifacts else None,
-                                self.last_images, self.last_masks)
+                                self.paths.artifacts if self.cfg.eval.artifacts else None, images, masks)
+        self.phase = "training"
         self._emit(self.step, result, reduce=False)  # rank 0 alone evaluates
         return result
 

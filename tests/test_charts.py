@@ -178,7 +178,7 @@ def test_current_mask_overlay_draws_an_in_process_trainers_batch() -> None:
 
     images = torch.randint(0, 255, (6, 3, 16, 16), dtype=torch.uint8)
     masks = MaskBatch(context_idx=torch.arange(8).repeat(6, 1), target_idx=torch.arange(12, 16).view(1, 1, 4).repeat(6, 1, 1))
-    trainer = SimpleNamespace(last_images=images, last_masks=masks,
+    trainer = SimpleNamespace(last_batch=(images, masks),
                               cfg=SimpleNamespace(model=SimpleNamespace(patch_size=4)))
     png = charts.current_mask_overlay(trainer, None, count=4)
     picture = Image.open(io.BytesIO(png))
