@@ -6,6 +6,7 @@ Every bad value is rejected before any work starts, with a message that names th
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -239,6 +240,9 @@ def _coerce(key: str, expected: Any, value: Any) -> Any:
     if isinstance(expected, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {value!r}")
+        # TOML spells nan and inf; no setting means anything with them, and NaN passes every `<`/`>` range check.
+        if not math.isfinite(value):
+            raise ConfigError(f"{key}: expected a finite number, got {value!r}")
         return float(value)
     if isinstance(expected, str):
         if not isinstance(value, str):

@@ -302,14 +302,20 @@ def load_npz(path: str | Path, img_size: int) -> ImageDataset:
 # Splits, batching, normalisation
 # ----------------------------------------------------------------------------------------------------------
 
+def heldout_count(n: int, heldout_fraction: float) -> int:
+    """How many of `n` images `split_dataset` holds out (config validation checks it before loading anything)."""
+    num_heldout = int(round(n * heldout_fraction))
+    if heldout_fraction > 0 and num_heldout == 0 and n >= 2:
+        num_heldout = 1  # a requested held-out split is never silently empty
+    return num_heldout
+
+
 def split_dataset(data: ImageDataset, heldout_fraction: float, seed: int) -> tuple[ImageDataset, ImageDataset]:
     """Deterministic seeded split into (train, heldout); each keeps the original order of its images."""
     if not 0.0 <= heldout_fraction < 1.0:
         raise DataError(f"data.heldout_fraction must be in [0, 1), got {heldout_fraction}")
     n = len(data)
-    num_heldout = int(round(n * heldout_fraction))
-    if heldout_fraction > 0 and num_heldout == 0 and n >= 2:
-        num_heldout = 1  # a requested held-out split is never silently empty
+    num_heldout = heldout_count(n, heldout_fraction)
     if n - num_heldout < 1:
         raise DataError(f"data.heldout_fraction={heldout_fraction} leaves no training images out of {n}")
     order = torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))

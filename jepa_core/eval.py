@@ -13,7 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["extract_features", "knn_accuracy", "linear_probe", "evaluate"]
+__all__ = ["MIN_LABELLED_IMAGES", "extract_features", "knn_accuracy", "linear_probe", "evaluate"]
+
+# The probe-train and probe-val halves need two images each; config validation checks data.num_heldout against it.
+MIN_LABELLED_IMAGES = 4
 
 
 @torch.no_grad()
@@ -168,8 +171,9 @@ def evaluate(
     labelled = (heldout_labels >= 0).nonzero().flatten()
     if labelled.numel() == 0:
         return {}
-    if labelled.numel() < 4:
-        raise ValueError(f"evaluate: need at least 4 labelled held-out images, got {labelled.numel()}")
+    if labelled.numel() < MIN_LABELLED_IMAGES:
+        raise ValueError(f"evaluate: need at least {MIN_LABELLED_IMAGES} labelled held-out images, "
+                         f"got {labelled.numel()}")
     order = labelled[torch.randperm(labelled.numel(), generator=torch.Generator().manual_seed(seed))]
     features = extract_features(encoder, heldout_images[order], preprocess, batch_size, device, spatial_grid)
     labels = heldout_labels[order].long()

@@ -14,6 +14,10 @@ from jepa_core.eval import evaluate, extract_features
 from jepa_core.masks import MaskBatch
 from jepa_core.model import JEPA
 
+# The nearest-neighbour artifact: this many held-out queries, each shown with its RETRIEVAL_K nearest among the rest.
+# Config validation needs RETRIEVAL_QUERIES + RETRIEVAL_K held-out images when eval.artifacts is on.
+RETRIEVAL_QUERIES, RETRIEVAL_K = 8, 5
+
 
 def run_evaluation(model: JEPA, heldout: ImageDataset, cfg: Config, device: torch.device, step: int,
                    artifacts_dir: Path | None, images: torch.Tensor | None, masks: MaskBatch | None) -> dict[str, float]:
@@ -31,7 +35,7 @@ def run_evaluation(model: JEPA, heldout: ImageDataset, cfg: Config, device: torc
 
 
 def save_retrieval(model: JEPA, heldout: ImageDataset, device: torch.device, step: int, artifacts_dir: Path,
-                   queries: int = 8, gallery: int = 512, k: int = 5) -> Path:
+                   queries: int = RETRIEVAL_QUERIES, gallery: int = 512, k: int = RETRIEVAL_K) -> Path:
     """Nearest neighbours of a few held-out images among the next `gallery` ones, by cosine of pooled features."""
     n = min(len(heldout), queries + gallery)
     feats = F.normalize(extract_features(model.target_encoder, heldout.images[:n], normalize_images, device=device),

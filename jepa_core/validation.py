@@ -2,8 +2,24 @@
 
 from __future__ import annotations
 
-from jepa_core.config import CADENCE_KEYS, Config, ConfigError
+import dataclasses
+import math
+import re
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from jepa_core.config import CADENCE_KEYS, Config, ConfigError, ModelConfig
+from jepa_core.data import IMAGE_EXTENSIONS, heldout_count
+from jepa_core.eval import MIN_LABELLED_IMAGES
+from jepa_core.evaluation import RETRIEVAL_K, RETRIEVAL_QUERIES
 from jepa_core.masks import MaskConfigError, check_mask_config
+
+# A run name becomes a directory name, a path in messages and a title in reports: a portable file-name character
+# set, no leading "." (hidden, "..") or "-" (read as an option by shell tools), short enough for any file system.
+RUN_NAME_MAX_CHARS = 100
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def _positive(key: str, value: float) -> None:
@@ -22,7 +38,123 @@ def _range_pair(key: str, pair: list[float], lo: float, hi: float, hi_inclusive:
             raise ConfigError(f"{key}: {v} is outside ({lo}, {hi}{bound}")
 
 
+def _check_finite(cfg: Config) -> None:
+    """Every float (and list entry) must be finite: `v <= 0` and `lo < v < hi` are False for NaN, so a NaN would
+    slip through every range check below, and an infinity passes the one-sided ones."""
+    for section in dataclasses.fields(cfg):
+        values = getattr(cfg, section.name)
+        for f in dataclasses.fields(values):
+            value = getattr(values, f.name)
+            for v in value if isinstance(value, list) else [value]:
+                if isinstance(v, float) and not math.isfinite(v):
+                    raise ConfigError(f"{section.name}.{f.name} must be a finite number, got {value!r}")
+
+
+def check_run_name(key: str, name: str) -> None:
+    """Raise ConfigError naming `key` unless `name` is empty (a timestamped name) or a safe directory name."""
+    if not name:
+        return
+    if len(name) > RUN_NAME_MAX_CHARS or not _RUN_NAME.fullmatch(name):
+        shown = name if len(name) <= 40 else name[:40] + "..."
+        raise ConfigError(
+            f"{key} {shown!r} ({len(name)} characters) is not a usable run name: use at most {RUN_NAME_MAX_CHARS} "
+            "ASCII letters, digits, '.', '_' and '-', not starting with '.' or '-' (no spaces, slashes or "
+            "control characters)")
+
+
+def _check_mlp_width(m: ModelConfig) -> None:
+    # model.py builds every block's MLP with int(dim * mlp_ratio) hidden units, in the encoders (embed_dim) and
+    # in the predictor (pred_dim); a zero width builds an empty Linear that trains nothing.
+    for dim_key in ("embed_dim", "pred_dim"):
+        dim = getattr(m, dim_key)
+        width = int(dim * m.mlp_ratio)
+        if width < 1:
+            raise ConfigError(f"model.mlp_ratio {m.mlp_ratio} gives an MLP hidden width of int({dim} * "
+                              f"{m.mlp_ratio}) = {width} for model.{dim_key}={dim}; it must be at least 1")
+
+
+def _heldout_minimum(cfg: Config, labelled: bool) -> tuple[int, str]:
+    """The fewest held-out images the evaluation (eval.py, evaluation.py) can use, and why, naming the keys.
+
+    evaluate() splits the labelled held-out images into probe-train and probe-val halves (two images each at
+    least) and the kNN classifies each probe-val image by its eval.knn_k nearest probe-train images: with fewer
+    than knn_k of those it would silently use fewer neighbours than configured. The nearest-neighbour artifact
+    shows RETRIEVAL_QUERIES queries with RETRIEVAL_K neighbours each, labelled or not.
+    """
+    need, why = 0, ""
+    if labelled:
+        k = cfg.eval.knn_k
+        need, why = MIN_LABELLED_IMAGES, (f"the linear probe needs at least {MIN_LABELLED_IMAGES} labelled "
+                                          "held-out images (two per half of its train/val split)")
+        if 2 * k > need:
+            need, why = 2 * k, (f"the kNN evaluation classifies half of the held-out images against the other "
+                                f"half with eval.knn_k={k} neighbours, so it needs at least {2 * k} "
+                                "(2 x eval.knn_k); lower eval.knn_k or hold out more images")
+    retrieval = RETRIEVAL_QUERIES + RETRIEVAL_K
+    if cfg.eval.artifacts and retrieval > need:
+        need, why = retrieval, (f"the nearest-neighbour artifact (eval.artifacts = true) shows {RETRIEVAL_QUERIES} "
+                                f"held-out images with {RETRIEVAL_K} neighbours each among the others, so it needs "
+                                f"at least {retrieval}")
+    return need, why
+
+
+def _folder_counts(root: Path) -> tuple[int, bool] | None:
+    """(images, labelled) of an image folder, from its listing alone (as data.load_image_folder reads it);
+    None when the loader will reject the folder anyway (it names the problem better)."""
+    def images(folder: Path) -> int:
+        return sum(1 for p in folder.iterdir()
+                   if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in IMAGE_EXTENSIONS)
+
+    if not root.is_dir():
+        return None
+    class_dirs = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    if class_dirs:
+        return sum(images(d) for d in class_dirs), True
+    return images(root), False
+
+
+def _npz_counts(path: Path) -> tuple[int, bool] | None:
+    """(images, has labels) of an .npz from the header of its 'images' array, without reading the pixels."""
+    if not path.is_file():
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+            if "images.npy" not in names:
+                return None
+            with archive.open("images.npy") as member:
+                version = np.lib.format.read_magic(member)
+                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                               else np.lib.format.read_array_header_2_0)
+                shape = read_header(member)[0]
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return None  # unreadable here: data.load_npz raises a DataError that says why
+    if not shape:
+        return None
+    return int(shape[0]), "labels.npy" in names
+
+
+def _check_heldout(cfg: Config) -> None:
+    d = cfg.data
+    if d.dataset == "shapes":
+        need, why = _heldout_minimum(cfg, labelled=True)
+        if d.num_heldout < need:
+            raise ConfigError(f"data.num_heldout {d.num_heldout} is too small: {why}")
+        return
+    path = Path(d.path)
+    counts = _folder_counts(path) if d.dataset == "folder" else _npz_counts(path)
+    if counts is None:
+        return
+    total, labelled = counts
+    held = heldout_count(total, d.heldout_fraction)
+    need, why = _heldout_minimum(cfg, labelled)
+    if held < need:
+        raise ConfigError(f"data.heldout_fraction {d.heldout_fraction} holds out {held} of the {total} images in "
+                          f"data.path {d.path}, too few: {why}")
+
+
 def validate_config(cfg: Config) -> Config:
+    _check_finite(cfg)
     m, d, k, o = cfg.model, cfg.data, cfg.masks, cfg.optim
     for name in ("img_size", "patch_size", "in_chans", "embed_dim", "depth", "num_heads", "pred_dim",
                  "pred_depth", "pred_num_heads"):
@@ -38,6 +170,7 @@ def validate_config(cfg: Config) -> Config:
         raise ConfigError(f"model.embed_dim {m.embed_dim} must be a multiple of 4 (2-D sin-cos positions)")
     if m.pred_dim % 4:
         raise ConfigError(f"model.pred_dim {m.pred_dim} must be a multiple of 4 (2-D sin-cos positions)")
+    _check_mlp_width(m)
 
     if d.dataset not in ("shapes", "folder", "npz"):
         raise ConfigError(f"data.dataset: unknown dataset {d.dataset!r}; choose shapes, folder or npz")
@@ -96,8 +229,8 @@ def validate_config(cfg: Config) -> Config:
     _positive("logging.checkpoint_every_steps", cfg.logging.checkpoint_every_steps)
     if not cfg.logging.runs_dir:
         raise ConfigError("logging.runs_dir must not be empty")
-    if any(c in cfg.logging.name for c in "/\\") or cfg.logging.name in (".", ".."):
-        raise ConfigError(f"logging.name {cfg.logging.name!r} must be a plain directory name")
+    check_run_name("logging.name", cfg.logging.name)
+    _check_heldout(cfg)
 
     r = cfg.runtime
     if not (r.device in ("auto", "cpu", "cuda", "mps") or r.device.startswith("cuda:")):

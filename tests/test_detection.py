@@ -22,7 +22,7 @@ FAULT_STEP = 4  # 0-based update index where every fault below begins: logged st
 SMALL = [
     "model.img_size=16", "model.embed_dim=32", "model.depth=1", "model.num_heads=2", "model.pred_dim=16",
     "model.pred_depth=1", "model.pred_num_heads=2", "masks.num_targets=2", "optim.steps=8", "optim.batch_size=8",
-    "optim.warmup_steps=2", "data.num_train=64", "data.num_heldout=32", "eval.probe_epochs=2", "eval.at_start=false",
+    "optim.warmup_steps=2", "data.num_train=64", "data.num_heldout=40", "eval.probe_epochs=2", "eval.at_start=false",
     "eval.artifacts=false", "diagnostics.eval_every_steps=1000", "diagnostics.basic_every_steps=1",
     "diagnostics.representation_every_steps=1", "diagnostics.covariance_every_steps=1",
     "diagnostics.param_distance_every_steps=1", "diagnostics.mask_check_every_steps=1",
