@@ -1,44 +1,84 @@
-"""Atomic checkpoints: write to a temporary file in the same directory, fsync, then rename over the target.
+"""Checkpoints that are written atomically and proven intact before they are trusted.
 
-A crash mid-write leaves the previous checkpoint untouched; loading uses `weights_only=True`.
+Each checkpoint `X.pt` has a digest file `X.pt.digest` (JSON: sha256 and size of X.pt's bytes, and its step). The
+digest is hashed while the checkpoint streams to disk and is renamed into place *before* the checkpoint itself, so
+every checkpoint this version writes has a digest the moment it appears; a crash between the two renames leaves an
+old `latest.pt` that no longer matches, which the loader then skips for the step file holding the same state.
+
+`find_resume_checkpoint` takes the newest intact checkpoint among latest.pt and step_*.pt, ordered by the step they
+hold (not by name), and says which files it skipped and why. Loading uses `weights_only=True`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
-import tempfile
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
+from jepa_core.run.atomic import atomic_file, atomic_write, remove_stale_temp_files
+
 _STEP_FILE = re.compile(r"^step_(\d{7})\.pt$")
+DIGEST_SUFFIX = ".digest"
+LATEST = "latest.pt"
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be found or read; the message names the file."""
+    """A checkpoint that cannot be found, read or trusted; the message names the file."""
 
 
-def atomic_torch_save(obj: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+class _HashingWriter:
+    """A write-only file wrapper that hashes and counts every byte on its way to disk."""
+
+    def __init__(self, fh: BinaryIO):
+        self._fh, self.sha256, self.size = fh, hashlib.sha256(), 0
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        self.size += len(data)
+        return self._fh.write(data)
+
+    def flush(self) -> None:
+        self._fh.flush()
+
+
+def digest_path(path: Path) -> Path:
+    return path.with_name(path.name + DIGEST_SUFFIX)
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _copy(source: Path, target: Path) -> None:
+    """`target` gets `source`'s bytes atomically. A copy, not a hard link: writing into one name in place (`cp x
+    latest.pt` does) would then damage the other, and the two must fail independently."""
+    with atomic_file(target) as fh, open(source, "rb") as src:
+        shutil.copyfileobj(src, fh, 1 << 22)
 
 
 def save_checkpoint(checkpoint_dir: Path, step: int, state: dict[str, Any]) -> Path:
-    """Write step_XXXXXXX.pt, then point latest.pt at the same content (each write atomic on its own)."""
+    """Write step_XXXXXXX.pt, then point latest.pt at the same bytes; each file's digest lands before it does."""
     path = checkpoint_dir / f"step_{step:07d}.pt"
-    atomic_torch_save(state, path)
-    atomic_torch_save(state, checkpoint_dir / "latest.pt")
+    with atomic_file(path) as fh:
+        writer = _HashingWriter(fh)
+        torch.save(state, writer)
+        record = {"sha256": writer.sha256.hexdigest(), "bytes": writer.size, "step": int(state.get("step", step))}
+        digest = (json.dumps(record) + "\n").encode()
+        atomic_write(digest_path(path), digest)  # inside the block: the digest is in place before the rename
+    latest = checkpoint_dir / LATEST
+    atomic_write(digest_path(latest), digest)
+    _copy(path, latest)
     return path
 
 
@@ -56,29 +96,111 @@ def list_checkpoints(checkpoint_dir: Path) -> list[tuple[int, Path]]:
 def prune_checkpoints(checkpoint_dir: Path, keep_last: int) -> None:
     for _, path in list_checkpoints(checkpoint_dir)[:-keep_last]:
         path.unlink(missing_ok=True)
+        digest_path(path).unlink(missing_ok=True)
 
 
-def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+def clean_checkpoint_dir(checkpoint_dir: Path) -> list[Path]:
+    """Remove temp files of interrupted writes and digests whose checkpoint never appeared. Only the run's lock
+    holder may call this (another writer's temp file would be in flight). Returns what was removed."""
+    removed = remove_stale_temp_files(checkpoint_dir)
+    if checkpoint_dir.is_dir():
+        for digest in checkpoint_dir.glob(f"*.pt{DIGEST_SUFFIX}"):
+            if not digest.with_name(digest.name[: -len(DIGEST_SUFFIX)]).exists():
+                digest.unlink(missing_ok=True)
+                removed.append(digest)
+    return removed
+
+
+def read_digest(path: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads(digest_path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}  # present but unreadable: the checkpoint cannot be verified
+    return record if isinstance(record, dict) else {}
+
+
+def verify_checkpoint(path: Path) -> str | None:
+    """None when `path` matches its digest, else why not (a sentence naming no path)."""
+    record = read_digest(path)
+    if record is None:
+        return f"has no {DIGEST_SUFFIX} file (not written by this version, or its write was interrupted)"
+    if not {"sha256", "bytes"} <= set(record):
+        return f"its {DIGEST_SUFFIX} file is unreadable"
+    size = path.stat().st_size
+    if size != record["bytes"]:
+        return f"is {size} bytes, its digest says {record['bytes']} (truncated or interrupted write)"
+    if _file_sha256(path) != record["sha256"]:
+        return "does not match its sha256 digest (damaged on disk)"
+    return None
+
+
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu", verify: bool = True) -> dict[str, Any]:
+    """A checkpoint's state; with `verify`, only after its bytes matched their digest."""
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
+    if verify:
+        problem = verify_checkpoint(path)
+        if problem:
+            raise CheckpointError(f"checkpoint {path} {problem}")
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises several types for a damaged file; all mean the same to the caller
         raise CheckpointError(f"cannot load checkpoint {path}: {exc}") from exc
 
 
-def load_latest(checkpoint_dir: Path, map_location: str | torch.device = "cpu") -> tuple[Path, dict[str, Any]] | None:
-    """latest.pt if it loads, else the newest step file that does (latest.pt may be what a crash interrupted)."""
-    latest = checkpoint_dir / "latest.pt"
-    candidates = ([latest] if latest.is_file() else []) + [p for _, p in reversed(list_checkpoints(checkpoint_dir))]
+@dataclass
+class ResumePoint:
+    """What `find_resume_checkpoint` chose: the file and its state (None when nothing intact exists), and the
+    files it passed over with the reason for each."""
+
+    path: Path | None
+    state: dict[str, Any] | None
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+
+    def describe(self) -> str:
+        lines = [f"skipped {p}: {why}" for p, why in self.skipped]
+        if self.path is not None:
+            lines.append(f"resuming from {self.path} (step {self.state['step']})")
+        return "\n".join(lines)
+
+
+def _claimed_step(path: Path) -> int:
+    """The step a checkpoint says it holds without loading it: its digest, else its name (latest.pt: -1)."""
+    record = read_digest(path) or {}
+    step = record.get("step")
+    if isinstance(step, int):
+        return step
+    m = _STEP_FILE.match(path.name)
+    return int(m.group(1)) if m else -1
+
+
+def find_resume_checkpoint(checkpoint_dir: Path, map_location: str | torch.device = "cpu") -> ResumePoint:
+    """The newest intact checkpoint (by the step it holds; latest.pt before a step file of the same step)."""
+    candidates = [p for _, p in list_checkpoints(checkpoint_dir)]
+    latest = checkpoint_dir / LATEST
+    if latest.is_file():
+        candidates.append(latest)
+    candidates.sort(key=lambda p: (_claimed_step(p), p.name == LATEST), reverse=True)
+    skipped: list[tuple[Path, str]] = []
     for path in candidates:
         try:
-            return path, load_checkpoint(path, map_location)
-        except CheckpointError:
+            state = load_checkpoint(path, map_location)
+        except CheckpointError as exc:
+            skipped.append((path, str(exc).replace(f"checkpoint {path} ", "").replace(f"{path}: ", "")))
             continue
-    return None
+        if not isinstance(state, dict) or not isinstance(state.get("step"), int):
+            skipped.append((path, "holds no integer 'step'"))
+            continue
+        return ResumePoint(path, state, skipped)
+    return ResumePoint(None, None, skipped)
+
+
+def load_latest(checkpoint_dir: Path, map_location: str | torch.device = "cpu") -> tuple[Path, dict[str, Any]] | None:
+    found = find_resume_checkpoint(checkpoint_dir, map_location)
+    return (found.path, found.state) if found.path is not None else None
 
 
 def latest_checkpoint(checkpoint_dir: Path) -> Path | None:
-    found = load_latest(checkpoint_dir)
-    return found[0] if found else None
+    return find_resume_checkpoint(checkpoint_dir).path

@@ -113,12 +113,28 @@ def representation_stats(feats: Tensor, prefix: str, dead_eps: float = DEFAULT_D
     return to_floats(representation_stats_tensors(feats, prefix, dead_eps))
 
 
+def _eigvalsh_or_nan(gram: Tensor) -> Tensor:
+    """Eigenvalues of a symmetric Gram matrix that never raise: all NaN when the matrix is not finite or LAPACK
+    cannot diagonalise it (a diverging run's weights do both). A diagnostic reads NaN; training goes on.
+
+    The matrix is divided by its trace first (eigenvalues scale with it, and are scaled back), which keeps huge
+    but finite weights from overflowing inside the solver."""
+    finite = torch.isfinite(gram).all()
+    scale = gram.diagonal().sum().abs().clamp_min(1e-300)
+    safe = torch.where(finite, gram / scale, torch.zeros_like(gram))
+    try:
+        eig = torch.linalg.eigvalsh(safe) * scale
+    except torch.linalg.LinAlgError:
+        return torch.full(gram.shape[:1], float("nan"), dtype=gram.dtype, device=gram.device)
+    return torch.where(finite, eig, torch.full_like(eig, float("nan")))
+
+
 @torch.no_grad()
 def _singular_values_via_gram(x: Tensor) -> Tensor:
     """Singular values of x [N, D] from the eigenvalues of the smaller Gram matrix (float64), no SVD of x."""
     x = _wide(x)
     gram = x.T @ x if x.shape[0] >= x.shape[1] else x @ x.T
-    eig = torch.linalg.eigvalsh(gram).clamp_min(0.0)
+    eig = _eigvalsh_or_nan(gram).clamp_min(0.0)
     eig = torch.where(eig < eig.max() * _GRAM_REL_CUTOFF**2, torch.zeros_like(eig), eig)
     return eig.sqrt()
 
@@ -342,7 +358,7 @@ def stable_rank_tensor(w: Tensor) -> Tensor:
     x = _wide(w.detach())
     # ||W||_F^2 = trace(Gram) and ||W||_2^2 = largest Gram eigenvalue: the smaller Gram is cheap and exact.
     gram = x.T @ x if x.shape[0] >= x.shape[1] else x @ x.T
-    top = torch.linalg.eigvalsh(gram)[-1]
+    top = _eigvalsh_or_nan(gram)[-1]
     return gram.diagonal().sum() / top.clamp_min(1e-300)
 
 

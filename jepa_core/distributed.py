@@ -61,6 +61,18 @@ def broadcast_object(value, ctx: DistContext):
     return box[0]
 
 
+def any_rank(flag: bool, ctx: DistContext) -> bool:
+    """True on every rank when the flag is set on at least one (a stop signal may reach the ranks at different
+    moments; they must still stop at the same step)."""
+    if not ctx.enabled:
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0])
+    if dist.get_backend() == "nccl":
+        t = t.cuda()
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item() > 0)
+
+
 # Metrics that describe the global batch; the rest (representation statistics) are rank 0's view of its slice.
 _MEAN_REDUCED = ("loss", "pred_target/mse", "pred_target/mae", "pred_target/cosine")
 

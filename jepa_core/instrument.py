@@ -233,6 +233,7 @@ class Instrumentation:
         self._grad_cosine: tuple[int, Tensor] | None = None
         self._params_before: tuple[int, list[Tensor]] | None = None
         self._probe_images: Tensor | None = None  # fixed probe batch, made on first use
+        self.failures: list[tuple[int, str, str]] = []  # groups that raised at the last after_step
 
     # ----------------------------------------------------------------------------------------------- cadences
     @property
@@ -288,18 +289,27 @@ class Instrumentation:
             self._params_before = (step, [p.detach().clone() for p in params])
         self._prev_grad = (step, grad) if grad is not None and self._due(key, step + 1) else None
 
-    def after_step(self, out: Any, model: Any, step_seconds: float, data_seconds: float) -> dict[str, float]:
-        """Every metric due at ``out.step`` as Python floats ({} when nothing is due); at most one sync per device."""
+    def after_step(self, out: Any, model: Any, step_seconds: float, data_seconds: float,
+                   every_group: bool = False) -> dict[str, float]:
+        """Every metric due at ``out.step`` as Python floats ({} when nothing is due); at most one sync per device.
+
+        ``every_group`` runs all groups whatever their cadence (the trainer asks for it at the step a run diverges,
+        so the stream describes the failure completely). A group that raises is left out of the row and recorded
+        in ``failures`` as (step, group, reason): a diagnostic never ends a run."""
         step = int(out.step)
         self._begin(step)
         self._update_step_time(step_seconds)
-        due = [g for g in GROUPS if self._due(g.cadence_key, step)]
+        due = [g for g in GROUPS if every_group or self._due(g.cadence_key, step)]
+        self.failures = []
         if not due:
             return {}
         ctx = StepContext(out, model, step_seconds, data_seconds, self.max_tokens, self.seed)
         gathered: Metrics = {}
         for group in due:
-            gathered.update(group.compute(self, ctx))
+            try:
+                gathered.update(group.compute(self, ctx))
+            except (RuntimeError, ValueError, ArithmeticError) as exc:  # LinAlgError is a RuntimeError
+                self.failures.append((step, group.name, f"{type(exc).__name__}: {exc}"))
         metrics = dx.to_floats(gathered)
         big_sq_norm = metrics.pop(_GNS_BIG_KEY, None)
         if big_sq_norm is not None:

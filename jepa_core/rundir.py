@@ -1,4 +1,8 @@
-"""The run directory of SPEC §4: config.toml, meta.json, metrics.jsonl, checkpoints/, tensorboard/, artifacts/."""
+"""The run directory of SPEC §4: config.toml, meta.json, metrics.jsonl, checkpoints/, tensorboard/, artifacts/.
+
+meta.json is a convenience for readers, never the source of truth for the writer: the attempt number comes from
+the stream (see `jepa_core.train.next_attempt`) and a missing or malformed meta.json is rewritten, not trusted.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,9 @@ import torch
 
 import jepa_core
 from jepa_core.config import Config, ConfigError, load_config, save_config
+from jepa_core.run import status
+from jepa_core.run.atomic import write_json_atomic
+from jepa_core.run.lock import RunLock
 
 
 @dataclass(frozen=True)
@@ -52,14 +59,6 @@ def default_run_name() -> str:
     return time.strftime("%Y%m%d-%H%M%S")
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-    os.replace(tmp, path)
-
-
 def read_meta(root: Path) -> dict[str, Any]:
     path = RunPaths(root).meta
     try:
@@ -70,8 +69,16 @@ def read_meta(root: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: malformed JSON: {exc}") from exc
 
 
-def create_run(cfg: Config, name: str | None = None) -> RunPaths:
-    """Make a fresh run directory. Refuses to touch an existing one (resume it instead)."""
+def _meta_or_empty(root: Path) -> dict[str, Any]:
+    """The previous meta.json for the writer: a malformed one is replaced, and the stream says what happened."""
+    try:
+        return read_meta(root)
+    except ConfigError:
+        return {}
+
+
+def create_run(cfg: Config, name: str | None = None) -> tuple[RunPaths, RunLock]:
+    """Make a fresh run directory, locked for the caller. Refuses to touch an existing one (resume it instead)."""
     runs_dir = Path(cfg.logging.runs_dir)
     name = name or cfg.logging.name or default_run_name()
     root = runs_dir / name
@@ -81,26 +88,33 @@ def create_run(cfg: Config, name: str | None = None) -> RunPaths:
     # Build the skeleton beside the target and rename it in, so no half-written run directory is ever visible.
     staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=runs_dir))
     paths = RunPaths(staging)
+    # Locked before it becomes visible: flock follows the file through the rename, so no other writer can slip in.
+    lock = RunLock(staging).acquire()
     save_config(cfg, paths.config)
     paths.checkpoints.mkdir()
     paths.artifacts.mkdir()
-    os.replace(staging, root)
-    return RunPaths(root)
+    try:
+        os.replace(staging, root)
+    except OSError:
+        lock.release()
+        raise FileExistsError(f"run directory {root} already exists: resume it with --resume {root} or pick --name")
+    lock.root, lock.path = root, root / lock.path.name
+    return RunPaths(root), lock
 
 
 def load_run_config(root: Path) -> Config:
     return load_config(RunPaths(root).config)
 
 
-def start_meta(paths: RunPaths, cfg: Config, device: torch.device, world_size: int) -> dict[str, Any]:
-    """Write meta.json at the start of an attempt; `attempt` counts starts (1 for a fresh run)."""
-    previous = read_meta(paths.root)
-    attempt = int(previous.get("attempt", 0)) + 1
+def start_meta(paths: RunPaths, cfg: Config, device: torch.device, world_size: int, attempt: int) -> dict[str, Any]:
+    """Write meta.json at the start of an attempt (1 for a fresh run; the caller derives it from the stream)."""
+    previous = _meta_or_empty(paths.root)
     meta = {
         **previous,
         "name": paths.root.name,
         "attempt": attempt,
-        "status": "running",
+        "status": status.RUNNING,
+        "last_step": previous.get("last_step"),
         "start_time": previous.get("start_time", time.time()),
         "attempt_start_time": time.time(),
         "end_time": None,
@@ -121,7 +135,15 @@ def start_meta(paths: RunPaths, cfg: Config, device: torch.device, world_size: i
     return meta
 
 
-def finish_meta(paths: RunPaths, status: str, last_step: int) -> None:
-    meta = read_meta(paths.root)
-    meta.update({"status": status, "end_time": time.time(), "last_step": last_step})
+def set_status(paths: RunPaths, word: str, last_step: int) -> None:
+    """Record the run's status (one of jepa_core.run.status.STATUSES) and its last step; ended runs get end_time."""
+    if word not in status.STATUSES:
+        raise ValueError(f"unknown run status {word!r}; known: {', '.join(status.STATUSES)}")
+    meta = _meta_or_empty(paths.root)
+    meta.update({"status": word, "last_step": last_step,
+                 "end_time": time.time() if word in status.ENDED else None})
     write_json_atomic(paths.meta, meta)
+
+
+def finish_meta(paths: RunPaths, word: str, last_step: int) -> None:
+    set_status(paths, word, last_step)

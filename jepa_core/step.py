@@ -2,7 +2,10 @@
 
 Context encoder on the visible patches, target encoder on the whole image (no grad, layer-normed), predictor at the
 target positions, regression loss, backward, grad norm before clipping, AdamW step, EMA update of the target.
-Nothing here syncs with the host: the step returns detached tensors and the diagnostics read them at their cadence.
+The step reads one boolean back from the device, on purpose: whether the loss and the gradient norm are finite. A
+non-finite gradient would poison every weight and both Adam moments, so that update is not taken (as AMP's
+GradScaler skips one) and the caller learns it from `StepOutput.finite`; the weights stay the last finite state.
+Everything else stays on the device: the diagnostics read the returned detached tensors at their cadence.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class StepOutput:
     target_tokens: torch.Tensor  # [B, N, D] raw target-encoder output for the whole image, detached
     micro_grad_sq_norms: list[float] | None = None  # per micro-batch (or per rank) |g|^2, for the noise scale
     micro_batch_size: int | None = None
+    finite: bool = True  # False: loss or gradient non-finite, the update was not applied
 
 
 @dataclass
@@ -178,9 +182,13 @@ def train_step(
         after_backward()
     max_norm = s.grad_clip if s.grad_clip > 0 else float("inf")
     grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-    optimizer.step()
-    if s.update_target:
-        ema_update_(model.target_encoder, model.context_encoder, s.ema_tau)
+    # Under DDP a rank's non-finite loss makes the all-reduced gradient, hence every rank's norm, non-finite too:
+    # every rank takes the same decision at the same step.
+    finite = bool(torch.isfinite(loss).logical_and(torch.isfinite(grad_norm)))
+    if finite:
+        optimizer.step()
+        if s.update_target:
+            ema_update_(model.target_encoder, model.context_encoder, s.ema_tau)
     return StepOutput(
         step=step,
         batch_size=global_batch_size,
@@ -196,6 +204,7 @@ def train_step(
         target_tokens=tokens.detach(),
         micro_grad_sq_norms=micro,
         micro_batch_size=images.shape[0] // s.micro_batches if micro else None,  # per rank under DDP
+        finite=finite,
     )
 
 

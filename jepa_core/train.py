@@ -18,7 +18,8 @@ from typing import Callable
 import torch
 
 from jepa_core import distributed
-from jepa_core.checkpoint import CheckpointError, load_latest, prune_checkpoints, save_checkpoint
+from jepa_core.checkpoint import (CheckpointError, clean_checkpoint_dir, find_resume_checkpoint, prune_checkpoints,
+                                  save_checkpoint)
 from jepa_core.config import (Config, ConfigError, DiagnosticsConfig, apply_overrides, config_to_dict, load_config,
                               preset, validate)
 from jepa_core.console import format_console_line
@@ -30,7 +31,11 @@ from jepa_core.instrument import Instrumentation
 from jepa_core.masks import MaskBatch, MaskSampler, leak_targets
 from jepa_core.model import JEPA
 from jepa_core.rules import RuleEngine
-from jepa_core.rundir import RunPaths, create_run, finish_meta, load_run_config, start_meta
+from jepa_core.run import status as run_status
+from jepa_core.run.atomic import atomic_file, remove_stale_temp_files
+from jepa_core.run.lock import RunLock, RunLockedError
+from jepa_core.run.signals import GracefulStop
+from jepa_core.rundir import RunPaths, create_run, load_run_config, set_status, start_meta
 from jepa_core.schedules import cosine_schedule, warmup_cosine
 from jepa_core.sinks import JsonlSink, MetricLogger, TensorBoardSink, TrackioSink, WandbSink
 from jepa_core.step import OnlineNetwork, StepOutput, StepSettings, build_optimizer, train_step
@@ -46,6 +51,13 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"runtime.device = {name!r} but CUDA is not available on this machine")
     return torch.device(name)
+
+
+def next_attempt(metrics_path: Path) -> int:
+    """One more than the largest attempt in the stream: the stream, not meta.json, says which attempts exist."""
+    if not metrics_path.is_file():
+        return 1
+    return 1 + max((int(row.get("attempt", 0)) for row in iter_rows(metrics_path)), default=0)
 
 
 def step_generator(seed: int, step: int, rank: int = 0) -> torch.Generator:
@@ -86,8 +98,11 @@ class Trainer:
         self.rules = RuleEngine(cfg.rules)
         self.step = 0
         self.critical_alert = False  # acted on by every rank
+        self.diverged = False  # the last update was refused: its loss or gradient was non-finite
+        self._failed_groups: set[str] = set()  # diagnostic groups that raised at least once (printed once each)
         self._critical_pending = False  # rank 0's rules fired a critical alert; applied at the next control sync
-        self.stop_requested = False  # set by the control file ("stop": true)
+        self.stop_requested = False  # set by the control file ("stop": true) or a stop signal
+        self._stop_event: threading.Event | GracefulStop | None = None  # run()'s stop_event, read at control sync
         self.on_metrics: MetricsCallback | None = None
         # (uint8 images, masks) of the last batch, replaced as one tuple so that a reader on another thread (the
         # notebook's mask overlay) never pairs one step's images with another step's masks.
@@ -95,7 +110,13 @@ class Trainer:
         self.phase = "ready"  # what the trainer is doing now, in words, for the workbench's progress line
 
         # Everything that can fail on bad input has run: only now touch the disk.
-        self.paths = self._open_run_dir(run_dir, resume)
+        self.lock: RunLock | None = None  # rank 0 holds the run directory for the life of this trainer
+        try:
+            self.paths = self._open_run_dir(run_dir, resume)
+        except BaseException:
+            if self.lock is not None:
+                self.lock.release()
+            raise
         self.logger = self._build_logger()
         if self.dist.is_main and self._stale_stop_request():
             write_control(self.paths.root, stop=False)  # a stop asked of an earlier attempt must not end this one
@@ -111,22 +132,39 @@ class Trainer:
     def _open_run_dir(self, run_dir: str | Path | None, resume: bool) -> RunPaths:
         if resume:
             paths = RunPaths(Path(run_dir))
-            found = load_latest(paths.checkpoints, self.device)
-            if found is None:
-                raise CheckpointError(f"no loadable checkpoint in {paths.checkpoints} to resume from")
-            self._load_state(found[1], paths)
+            if self.dist.is_main:
+                self.lock = RunLock(paths.root).acquire()  # before reading anything another writer could change
+                clean_checkpoint_dir(paths.checkpoints)
+                remove_stale_temp_files(paths.root)
+            found = find_resume_checkpoint(paths.checkpoints, self.device)
+            if self.dist.is_main:
+                self._say_on_stderr(found.describe() or f"no checkpoint in {paths.checkpoints}")
+            if found.state is not None:
+                self._load_state(found.state, paths)
+            elif self.dist.is_main:
+                # Killed before its first checkpoint: start again from step 0 (same seed, same initial weights);
+                # the new attempt's step-0 rows supersede everything the lost attempt wrote.
+                self._say_on_stderr("no intact checkpoint: resuming from step 0")
         elif self.dist.is_main:
             name = Path(run_dir).name if run_dir else None
             if run_dir:
                 self.cfg.logging.runs_dir = str(Path(run_dir).parent)
-            paths = create_run(self.cfg, name)
+            paths, self.lock = create_run(self.cfg, name)
         else:
             paths = RunPaths(Path(run_dir or self.cfg.logging.runs_dir))
         paths = distributed.broadcast_path(paths, self.dist)
-        self.meta = start_meta(paths, self.cfg, self.device, self.dist.world_size) if self.dist.is_main else {}
-        if self.dist.is_main and not resume:
-            torch.save(self.model.context_encoder.state_dict(), paths.checkpoints / "init.pt")
+        if self.dist.is_main:
+            self.meta = start_meta(paths, self.cfg, self.device, self.dist.world_size, next_attempt(paths.metrics))
+            if not (paths.checkpoints / "init.pt").is_file():
+                with atomic_file(paths.checkpoints / "init.pt") as fh:  # a kill mid-write must not break resume
+                    torch.save(self.model.context_encoder.state_dict(), fh)
+        else:
+            self.meta = {}
         return paths
+
+    def _say_on_stderr(self, text: str) -> None:
+        """Facts the user must see even with --quiet (which checkpoint a resume used, and why)."""
+        print(text, file=sys.stderr, flush=True)
 
     def _load_state(self, state: dict, paths: RunPaths) -> None:
         self.model.load_state_dict(state["model"])
@@ -134,7 +172,11 @@ class Trainer:
         self.instrumentation.load_state_dict(state.get("instrumentation", {}))
         init = paths.checkpoints / "init.pt"
         if init.is_file():
-            self.instrumentation.set_initial_weights(torch.load(init, map_location="cpu", weights_only=True))
+            try:
+                initial = torch.load(init, map_location="cpu", weights_only=True)
+            except Exception as exc:  # only the drift diagnostic needs it; torch raises many types for a bad file
+                raise CheckpointError(f"cannot load {init} (the initial weights): {exc}") from exc
+            self.instrumentation.set_initial_weights(initial)
         self.step = int(state["step"])
         # Rules are streaming state machines: replaying the kept rows restores them exactly, nothing to store.
         for row in iter_rows(paths.metrics):
@@ -155,7 +197,9 @@ class Trainer:
             if lg.jsonl:
                 sinks.append(JsonlSink(self.paths.metrics, attempt=attempt))
             if lg.tensorboard:
-                sinks.append(TensorBoardSink(self.paths.tensorboard, purge_step=self.step + 1 if attempt > 1 else None))
+                # A resumed attempt rewrites the steps after its checkpoint (from step 0 when it had none).
+                purge = (self.step + 1 if self.step else 0) if attempt > 1 else None
+                sinks.append(TensorBoardSink(self.paths.tensorboard, purge_step=purge))
             if lg.wandb:
                 sinks.append(WandbSink(project="jepa-workbench", name=self.paths.root.name,
                                        config=config_to_dict(self.cfg)))
@@ -217,13 +261,30 @@ class Trainer:
             s + 1, self.online, self.model, self.optimizer, images, masks, settings, self.cfg.optim.batch_size,
             autocast=self.autocast,
             after_backward=(lambda: self.instrumentation.after_backward(s + 1, self.model)) if wants_grads else None)
-        self.step = s + 1
-        metrics = self.instrumentation.after_step(out, self.model, time.perf_counter() - t0, t_data)
+        # A refused update (non-finite loss or gradient) is logged at its step with every diagnostic, so the stream
+        # shows the failure; the trainer stays at step s, the last finite state, which the final checkpoint keeps.
+        self.diverged = not out.finite
+        metrics = self.instrumentation.after_step(out, self.model, time.perf_counter() - t0, t_data,
+                                                  every_group=self.diverged)
         if metrics and "loss" in metrics:
-            metrics["epoch"] = epoch_of_step(len(self.train_set), self.cfg.optim.batch_size, self.step)
-        self._emit(self.step, metrics)
+            metrics["epoch"] = epoch_of_step(len(self.train_set), self.cfg.optim.batch_size, s + 1)
+        self._report_diagnostic_failures()
+        self._emit(s + 1, metrics)
+        if self.diverged:
+            self._print(f"step {s + 1}: non-finite loss or gradient norm; update refused, stopping at the last "
+                        f"finite state (step {s})")
+            return metrics
+        self.step = s + 1
         self._after_step()
         return metrics
+
+    def _report_diagnostic_failures(self) -> None:
+        """A diagnostic that raised is an event row (and one console line per group), never the end of the run."""
+        for step, group, reason in self.instrumentation.failures:
+            self.logger.log(step, {}, event="diagnostic_error", group=group, message=reason)
+            if group not in self._failed_groups:
+                self._failed_groups.add(group)
+                self._print(f"step {step}: diagnostic group {group!r} failed and was skipped ({reason})")
 
     def _after_step(self) -> None:
         cfg, step = self.cfg, self.step
@@ -264,15 +325,19 @@ class Trainer:
             print(text, flush=True)
 
     def _poll_control(self) -> None:
-        """Apply control-file changes (cadences, stop) and pending critical alerts, the same on every rank."""
+        """Apply control-file changes (cadences, stop), stop signals and pending critical alerts, the same on every
+        rank: under DDP every CONTROL_SYNC_EVERY steps, so that all ranks stop at the same step."""
+        signalled = self._stop_event is not None and self._stop_event.is_set()
         if self.dist.enabled:
             if self.step % CONTROL_SYNC_EVERY:
                 return
             decided = (self.control.poll() if self.control is not None else None, self._critical_pending)
             changes, critical = distributed.broadcast_object(decided, self.dist)
+            signalled = distributed.any_rank(signalled, self.dist)  # torchrun signals each rank on its own
         else:
             changes, critical = (self.control.poll() if self.control is not None else None), self._critical_pending
         self.critical_alert = self.critical_alert or critical
+        self.stop_requested = self.stop_requested or signalled
         if not changes:
             return
         cadences = {k: v for k, v in changes.items()
@@ -314,45 +379,67 @@ class Trainer:
             max_steps: int | None = None) -> str:
         """Train until the configured step count, a stop request, or `max_steps` more steps. Returns the status."""
         self.on_metrics = on_metrics
-        status = "running"
+        self._stop_event = stop_event
+        status = run_status.RUNNING
         try:
+            if self.dist.is_main:
+                set_status(self.paths, run_status.RUNNING, self.step)  # a paused trainer that goes on
             if self.step == 0:
                 self._emit(0, self.instrumentation.start_metrics())
                 if self.cfg.eval.at_start:
                     self.evaluate()
+                self._poll_control()  # a stop asked for while data was built or step 0 evaluated
             end = self.cfg.optim.steps if max_steps is None else min(self.cfg.optim.steps, self.step + max_steps)
-            while self.step < end:
-                self.step_once()
-                if self.critical_alert and self.cfg.rules.stop_on_critical:
-                    self._print(f"stopping at step {self.step}: critical alert and rules.stop_on_critical")
-                    self.save()
-                    status = "stopped_on_alert"
-                    break
-                if self.stop_requested or (stop_event is not None and stop_event.is_set()):
-                    self.save()
-                    status = "stopped"
-                    break
-            else:
-                status = "finished" if self.step >= self.cfg.optim.steps else "paused"
+            self.phase = "training"
+            while status == run_status.RUNNING:
+                status = self._stop_status()
+                if status == run_status.RUNNING and self.step < end:
+                    self.step_once()
+                    status = self._stop_status()
+                if status == run_status.RUNNING and self.step >= end:
+                    status = run_status.FINISHED if self.step >= self.cfg.optim.steps else run_status.PAUSED
+            if status in (run_status.STOPPED, run_status.STOPPED_ON_ALERT, run_status.DIVERGED):
+                self.save()
         except BaseException:
-            status = "crashed"
+            status = run_status.CRASHED
             raise
         finally:
-            if self.dist.is_main and status != "paused":
-                finish_meta(self.paths, status, self.step)
-            if status != "paused":
+            self.phase = status
+            if self.dist.is_main:
+                set_status(self.paths, status, self.last_step)
+            if status != run_status.PAUSED:
                 self.close()
         return status
 
-    def step_n(self, n: int) -> str:
-        """Advance n steps and keep the trainer open (the notebook's Step N button)."""
-        return self.run(max_steps=n)
+    @property
+    def last_step(self) -> int:
+        """The run's last step: the one whose update was refused for a diverged run, else the trainer's step."""
+        return self.step + 1 if self.diverged else self.step
+
+    def _stop_status(self) -> str:
+        """Why the loop must end now (one of the status words), or "running"."""
+        if self.diverged:
+            return run_status.DIVERGED
+        if self.critical_alert and self.cfg.rules.stop_on_critical:
+            self._print(f"stopping at step {self.step}: critical alert and rules.stop_on_critical")
+            return run_status.STOPPED_ON_ALERT
+        if self.stop_requested:
+            why = getattr(self._stop_event, "signal_name", None) if self._stop_event is not None else None
+            self._print(f"stopping at step {self.step}" + (f" on {why}" if why else "") + ": final checkpoint")
+            return run_status.STOPPED
+        return run_status.RUNNING
 
     def close(self) -> None:
+        """Close every sink, then give the run directory back (the lock is the last thing this trainer holds)."""
         if self._progress is not None:
             self._progress.close()
             self._progress = None
-        self.logger.close()
+        try:
+            self.logger.close()
+        finally:
+            if self.lock is not None:
+                self.lock.release()
+                self.lock = None
 
 
 # --------------------------------------------------------------------------------------------------------- CLI
@@ -388,19 +475,23 @@ def config_from_args(args: argparse.Namespace) -> Config:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`jepa train`: exit 0 finished, stopped (signal or control file) or stopped_on_alert; 1 diverged; 2 bad input
+    or a run held by another writer. SIGTERM/SIGINT stop gracefully; a second signal ends the process at once."""
     args = build_parser().parse_args(argv)
-    try:
-        cfg = config_from_args(args)
-        distributed.init_if_needed(cfg.runtime.device)
-        trainer = Trainer(cfg, run_dir=args.resume, resume=args.resume is not None, quiet=args.quiet)
-    except (ConfigError, DataError, CheckpointError, FileExistsError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    status = trainer.run()
+    with GracefulStop() as stop:
+        try:
+            cfg = config_from_args(args)
+            distributed.init_if_needed(cfg.runtime.device)
+            trainer = Trainer(cfg, run_dir=args.resume, resume=args.resume is not None, quiet=args.quiet)
+        except (ConfigError, DataError, CheckpointError, FileExistsError, RunLockedError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        status = trainer.run(stop_event=stop)
     if trainer.dist.is_main and not args.quiet:
-        print(f"{status} at step {trainer.step}: {trainer.paths.root}")
+        kept = f" (last finite state: step {trainer.step})" if status == run_status.DIVERGED else ""
+        print(f"{status} at step {trainer.last_step}{kept}: {trainer.paths.root}")
     distributed.shutdown()
-    return 0 if status in ("finished", "stopped", "stopped_on_alert") else 1
+    return 0 if status in run_status.EXIT_OK else 1
 
 
 if __name__ == "__main__":
