@@ -1,11 +1,15 @@
 """The compact console line printed during headless training, e.g.
 
     step 120/1000 loss 0.4312 lr 8.1e-04 ema 0.9968 std 0.21 rank 31.2 6.3 it/s eta 2m20s
+
+and `terminal_safe`, which every string from a run (names, alert messages, paths) passes through on its way to a
+terminal (SPEC §11).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,6 +25,35 @@ _FIELDS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("knn/accuracy", "knn", lambda v: f"{v:.3f}"),
     ("linear_probe/val_acc", "probe", lambda v: f"{v:.3f}"),
 )
+
+
+# C0 controls, DEL and C1 controls (ESC and CSI start the sequences that retitle, clear or reprogram a terminal;
+# CR and BS overwrite what was printed), the Unicode line and paragraph separators, and the bidirectional
+# overrides and isolates that make a terminal show text in another order than it is; lone surrogates (valid in a
+# JSON string) cannot be encoded for a UTF-8 terminal at all.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                     "\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}")
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every control character shown as a visible escape (`\\x1b`, `\\n`, `\\u202e`), so that a
+    string from a metrics file or a run directory cannot move the cursor, clear or retitle the terminal, or
+    break one printed line into two. Printable text, backslashes included, is left as it is."""
+    return _UNSAFE.sub(_escape, text)
+
+
+def json_terminal_safe(json_text: str) -> str:
+    """Strict JSON text with the characters `terminal_safe` escapes written as `\\uXXXX` escapes. A JSON encoder
+    must escape C0 controls only; the rest may appear raw inside strings, and only there, so this keeps the JSON
+    valid and equal in meaning."""
+    return _UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", json_text)
 
 
 def _as_float(value: Any) -> float | None:

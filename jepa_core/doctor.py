@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from jepa_core.console import json_terminal_safe, terminal_safe
+from jepa_core.reader import MetricsTable
 from jepa_core.rules import SEVERITIES, Alert, RuleEngine, RulesConfig
 from jepa_core.stream import encode_row, iter_rows, read_metrics
 
@@ -170,13 +172,23 @@ def diagnose(run_path: str | Path, cfg: RulesConfig | None = None) -> DoctorRepo
             line, reason = table.bad_lines[0]
             raise UnreadableRunError(f"{path}: no readable metric rows ({len(table.bad_lines)} bad lines; "
                                      f"line {line}: {reason})")
-        detail = f" (only {table.torn_lines} torn line)" if table.torn_lines else ""
-        raise UnreadableRunError(f"{path}: no metric rows, the file is empty{detail}")
+        raise UnreadableRunError(f"{path}: no metric rows ({_what_is_there(path, table)})")
     alerts = _merge(_file_alerts(table.alerts), fresh)
     worst = max((SEVERITIES.index(a.severity) for a in alerts), default=0)
     verdict = "healthy" if worst <= SEVERITIES.index("info") else SEVERITIES[worst]
     return DoctorReport(run=str(path), verdict=verdict, alerts=alerts,
                         key_metrics=_key_metrics(table.scalars, table.torn_lines, len(table.bad_lines)))
+
+
+def _what_is_there(path: Path, table: MetricsTable) -> str:
+    """Why a readable file judged nothing: empty, blank lines, a torn write, or events without metrics."""
+    if path.stat().st_size == 0:
+        return "the file is empty"
+    if len(table.events):
+        return f"only {len(table.events)} event row{'s' if len(table.events) != 1 else ''}"
+    if table.torn_lines:
+        return "only blank lines and a torn last line, as a writer killed mid-line leaves"
+    return "only blank lines"
 
 
 def _num(x: float | None) -> str:
@@ -195,7 +207,10 @@ def _duration(seconds: float | None) -> str:
 
 
 def format_report(report: DoctorReport) -> str:
-    """Human-readable verdict, key metrics table and every alert with its runbook line."""
+    """Human-readable verdict, key metrics table and every alert with its runbook line.
+
+    Every string that came from the run (its path, rule and metric names, messages) is passed through
+    terminal_safe: a metrics file is data, and must not be able to drive the terminal it is printed to."""
     counts = {s: sum(a.severity == s for a in report.alerts) for s in SEVERITIES}
     parts = [f"{counts[s]} {s}" for s in reversed(SEVERITIES) if counts[s]]
     note = f" ({', '.join(parts)} alert{'s' if len(report.alerts) != 1 else ''})" if parts else " (no alerts)"
@@ -203,7 +218,7 @@ def format_report(report: DoctorReport) -> str:
         note += "; info alerts alone do not make a run unhealthy"
     km = report.key_metrics
     steps, tp = km.get("steps", {}), km.get("throughput", {})
-    lines = [f"jepa doctor: {report.run}", f"verdict: {report.verdict.upper()}{note}",
+    lines = [f"jepa doctor: {terminal_safe(report.run)}", f"verdict: {report.verdict.upper()}{note}",
              f"steps {steps.get('first')}..{steps.get('last')} ({steps.get('rows')} metric rows, "
              f"{km.get('torn_lines', 0)} torn, {km.get('bad_lines', 0)} bad lines)"]
     if tp.get("samples_per_second_last") is not None or tp.get("eta_seconds_last") is not None:
@@ -214,12 +229,13 @@ def format_report(report: DoctorReport) -> str:
         lines += ["", f"  {'metric':<30}{'first':>11}{'last':>11}{'change':>9}  trend"]
         for name, m in metrics.items():
             change = "-" if m["relative_change"] is None else f"{100 * m['relative_change']:+.0f}%"
-            lines.append(f"  {name:<30}{_num(m['first']):>11}{_num(m['last']):>11}{change:>9}  {m['trend']}")
+            lines.append(f"  {terminal_safe(name):<30}{_num(m['first']):>11}{_num(m['last']):>11}{change:>9}  {m['trend']}")
     if report.alerts:
         lines += ["", "alerts:"]
         for a in report.alerts:
-            lines.append(f"  step {a.step:>7}  {a.severity.upper():<8} {a.rule}  ({a.metric} = {_num(a.value)})")
-            lines.append(f"      {a.message}")
+            lines.append(f"  step {a.step:>7}  {terminal_safe(a.severity.upper()):<8} {terminal_safe(a.rule)}  "
+                         f"({terminal_safe(a.metric)} = {_num(a.value)})")
+            lines.append(f"      {terminal_safe(a.message)}")
     return "\n".join(lines)
 
 
@@ -233,11 +249,13 @@ def doctor_main(argv: list[str] | None = None) -> int:
     try:
         report = diagnose(args.run)
     except UnreadableRunError as exc:
-        print(f"jepa doctor: {exc}", file=sys.stderr)
+        print(f"jepa doctor: {terminal_safe(str(exc))}", file=sys.stderr)
         return EXIT_UNREADABLE
-    print(encode_row(report.to_dict()) if args.json else format_report(report))
+    print(json_terminal_safe(encode_row(report.to_dict())) if args.json else format_report(report))
     return report.exit_code
 
 
 if __name__ == "__main__":
-    sys.exit(doctor_main())
+    from jepa_core.cli import exit_quietly_on_broken_pipe
+
+    sys.exit(exit_quietly_on_broken_pipe(doctor_main))

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import random
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from jepa_core.cli import EXIT_BROKEN_PIPE, exit_quietly_on_broken_pipe
+from jepa_core.console import terminal_safe
 from jepa_core.doctor import DoctorReport, UnreadableRunError, diagnose, doctor_main, format_report
 from jepa_core.rules import RulesConfig
 from jepa_core.stream import encode_row
@@ -199,3 +205,122 @@ def test_rows_orphaned_by_a_resume_are_not_judged(tmp_path: Path) -> None:
     report = diagnose(write_run(tmp_path, first + resumed))
     assert report.verdict == "healthy" and report.alerts == []
     assert report.key_metrics["steps"]["last"] == 200
+
+
+# ------------------------------------------------------------------------------------------ no metric rows at all
+@pytest.mark.parametrize("contents, why", [
+    ("", "the file is empty"),
+    ("\n\n   \n\n", "only blank lines"),
+    ("\n\n" + '{"step": 3, "lo', "only blank lines and a torn last line, as a writer killed mid-line leaves"),
+    ('{"step": 0, "attempt": 0, "event": "cadence", "basic_every_steps": 5}\n', "only 1 event row"),
+])
+def test_no_metric_rows_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], contents: str,
+                                             why: str) -> None:
+    run = write_run(tmp_path, [], tail=contents)
+    assert doctor_main([str(run)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"jepa doctor: {run / 'metrics.jsonl'}: no metric rows ({why})\n"
+
+
+# ------------------------------------------------------------------------------------- terminal-safe printing
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202eevil\rover\x08\nsecond line\x00"
+
+
+def test_terminal_safe_escapes_every_control_character() -> None:
+    controls = [chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)]] + ["\u2028", "\u2029", "\u202e", "\u2066"]
+    for char in controls:
+        escaped = terminal_safe(f"a{char}b")
+        assert escaped.startswith("a\\") and escaped.endswith("b") and char not in escaped
+        assert escaped.isprintable()
+    assert terminal_safe("line\nnext") == "line\\nnext"
+    assert terminal_safe("\x1b[2J") == "\\x1b[2J"
+    assert terminal_safe("\x9b") == "\\x9b" and terminal_safe("\u202e") == "\\u202e"
+    printable = "plain ascii, unicode \u00e9\u65e5\u672c\U0001f600, back\\slash and 'quotes'"
+    assert terminal_safe(printable) == printable
+
+
+def hostile_run(tmp_path: Path) -> Path:
+    alert = {"step": 100, "attempt": 0, "event": "alert", "rule": f"rule{HOSTILE}", "severity": "warning",
+             "metric": f"loss{HOSTILE}", "value": 1.0, "message": f"message{HOSTILE}"}
+    return write_run(tmp_path, healthy_rows() + [alert], name=f"run{HOSTILE.replace(chr(0), '')}")
+
+
+def test_doctor_escapes_strings_from_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = hostile_run(tmp_path)
+    assert doctor_main([str(run)]) == 1
+    out = capsys.readouterr().out
+    assert all(line.isprintable() for line in out.splitlines())
+    assert "message\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202eevil\\rover\\x08\\nsecond line\\x00" in out
+    assert "rule\\x1b]0;pwned" in out and "loss\\x1b]0;pwned" in out and "run\\x1b]0;pwned" in out
+    assert not any(line.startswith("second line") for line in out.splitlines())  # the newline did not break a line
+
+
+def test_doctor_json_escapes_c1_controls_and_stays_strict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = hostile_run(tmp_path)
+    assert doctor_main([str(run), "--json"]) == 1
+    out = capsys.readouterr().out
+    assert out.endswith("\n") and out.rstrip("\n").isprintable()
+    assert "\x9b" not in out and "\u202e" not in out and "\x1b" not in out
+    alert = [a for a in strict_json(out)["alerts"] if a["rule"].startswith("rule")][0]
+    assert alert["message"] == f"message{HOSTILE}"  # escaped on screen, unchanged in meaning
+
+
+def test_unreadable_path_is_escaped_in_the_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert doctor_main([str(tmp_path / f"missing{HOSTILE}")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.rstrip("\n").isprintable() and "missing\\x1b]0;pwned" in err
+
+
+# ---------------------------------------------------------------------------------------------- closed pipes
+def many_alerts_run(tmp_path: Path) -> Path:
+    """A report far longer than a pipe buffer (64 KiB), so writing it must meet the closed read end."""
+    # 1,000 distinct (rule, step) pairs (the doctor deduplicates on them), two printed lines of ~80 bytes each.
+    alerts = [{"step": step, "attempt": 0, "event": "alert", "rule": f"loud{i}", "severity": "warning",
+               "metric": "loss", "value": 1.0, "message": "x" * 60} for step in range(0, 200, 5) for i in range(25)]
+    rows = healthy_rows() + alerts
+    return write_run(tmp_path, rows)
+
+
+def run_into_closed_pipe(args: list[str], lines_before_close: int) -> tuple[int, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "jepa_core.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    for _ in range(lines_before_close):
+        assert proc.stdout.readline()
+    proc.stdout.close()  # `| head -N` exits
+    err = proc.stderr.read().decode()
+    return proc.wait(timeout=120), err
+
+
+def test_doctor_into_a_pipe_closed_after_one_line_ends_quietly(tmp_path: Path) -> None:
+    code, err = run_into_closed_pipe(["doctor", str(many_alerts_run(tmp_path))], lines_before_close=1)
+    assert code == EXIT_BROKEN_PIPE == 141
+    assert err == ""  # no BrokenPipeError traceback, no "Exception ignored" at interpreter exit
+
+
+def test_recorded_run_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    # A short report is buffered whole and fails only at the final flush, the case Python reports at exit.
+    run = Path(shutil.copytree(Path(__file__).resolve().parent.parent / "data" / "runs" / "fault_collapse",
+                               tmp_path / "fault_collapse"))
+    code, err = run_into_closed_pipe(["doctor", str(run)], lines_before_close=0)
+    assert code == EXIT_BROKEN_PIPE and err == ""
+
+
+def test_broken_pipe_guard_passes_other_outcomes_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    # In process the guard must not point the test runner's own descriptors at /dev/null: streams without a
+    # file descriptor are left alone (the subprocess tests above cover the real redirection).
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert exit_quietly_on_broken_pipe(lambda: 3) == 3
+
+    def broken() -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    assert exit_quietly_on_broken_pipe(broken) == EXIT_BROKEN_PIPE
+
+    def failing() -> int:
+        raise RuntimeError("not a pipe problem")
+
+    with pytest.raises(RuntimeError, match="not a pipe problem"):
+        exit_quietly_on_broken_pipe(failing)
