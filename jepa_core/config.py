@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,12 +248,21 @@ def _coerce(key: str, expected: Any, value: Any) -> Any:
     if isinstance(expected, str):
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
+        _check_text(key, value)
         return value
     if isinstance(expected, list):
         if not isinstance(value, (list, tuple)) or len(value) != len(expected):
             raise ConfigError(f"{key}: expected a list of {len(expected)} numbers, got {value!r}")
         return [_coerce(f"{key}[{i}]", e, v) for i, (e, v) in enumerate(zip(expected, value))]
     raise ConfigError(f"{key}: unsupported value {value!r}")
+
+
+def _check_text(key: str, value: str) -> None:
+    # Bytes that are not UTF-8 in a command line reach Python as lone surrogates; config.toml could not hold them.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"{key}: {value!r} is not valid Unicode text (a config file is UTF-8)") from None
 
 
 def _apply_mapping(cfg: Config, data: dict[str, Any], source: str) -> None:
@@ -274,7 +284,10 @@ def config_from_dict(data: dict[str, Any], source: str = "config") -> Config:
     base = data.pop("preset", "tiny")
     if not isinstance(base, str):
         raise ConfigError(f"{source}: preset must be a string, got {base!r}")
-    cfg = preset(base)
+    try:
+        cfg = preset(base)
+    except ConfigError as exc:  # say which file asked for it
+        raise ConfigError(f"{source}: {exc}") from None
     _apply_mapping(cfg, data, source)
     return cfg
 
@@ -293,11 +306,14 @@ def load_config(path: str | Path) -> Config:
     return config_from_dict(data, source=str(path))
 
 
-def _parse_value(text: str) -> Any:
+def _parse_value(item: str, text: str) -> Any:
     try:
-        return tomllib.loads(f"v = {text}")["v"]
+        doc = tomllib.loads(f"v = {text}")
     except tomllib.TOMLDecodeError:
         return text  # a bare word such as `cosine` is a string
+    if len(doc) != 1:  # "1e-3\n[model]\n..." would otherwise set the value and silently drop the rest
+        raise ConfigError(f"--set {item!r}: expected one value after '=', got more TOML after it")
+    return doc["v"]
 
 
 def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
@@ -310,8 +326,16 @@ def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
         if len(parts) != 2:
             raise ConfigError(f"--set {item!r}: expected section.key=value, e.g. optim.lr=5e-4")
         section, key = parts
-        _apply_mapping(cfg, {section: {key: _parse_value(text.strip())}}, source="--set")
+        _apply_mapping(cfg, {section: {key: _parse_value(item, text.strip())}}, source="--set")
     return cfg
+
+
+# TOML basic strings must escape every control character but tab; written as \uXXXX, any string round-trips.
+_TOML_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _toml_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def _toml_value(value: Any) -> str:
@@ -320,7 +344,7 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        escaped = _TOML_CONTROL.sub(_toml_escape, value.replace("\\", "\\\\").replace('"', '\\"'))
         return f'"{escaped}"'
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import math
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import chain, repeat
@@ -44,6 +45,7 @@ _NUMBER_BYTES = b"0123456789+-.eE"  # what JSON numbers are made of
 _EXACT_INT_LIMIT = 2.0**53  # step/attempt travel through float64 on the fast path; exact below this
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _NumberOrToken = float | Literal["NaN", "Infinity", "-Infinity"]  # msgspec accepts JSON ints for float fields
+_UNRENAMABLE = re.compile(r'[\\"\x00-\x1f]')  # what msgspec.defstruct(rename=...) rejects in a field name
 
 _decoder = msgspec.json.Decoder()
 
@@ -156,10 +158,15 @@ class _GroupDecoder:
 
 
 def _canonical_keys(row: object) -> tuple[str, ...] | None:
-    """The keys of a plain metric row (int step/attempt, numeric or non-finite-token values), step first; else None."""
+    """The keys of a plain metric row (int step/attempt, numeric or non-finite-token values), step first; else None.
+
+    None too for a key msgspec cannot rename a struct field to ('\\', '"' or a control character): metric names
+    are data, and such a row is read by the generic path instead of failing the whole read."""
     if _row_problem(row) is not None or "event" in row:  # type: ignore[operator]
         return None
     for key, value in row.items():  # type: ignore[union-attr]
+        if _UNRENAMABLE.search(key):
+            return None
         kind = type(value)
         numeric = kind is float or kind is int or (kind is str and value in _TOKEN_TO_FLOAT)
         if not numeric and key not in _POSITION_KEYS:

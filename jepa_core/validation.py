@@ -38,9 +38,10 @@ def _range_pair(key: str, pair: list[float], lo: float, hi: float, hi_inclusive:
             raise ConfigError(f"{key}: {v} is outside ({lo}, {hi}{bound}")
 
 
-def _check_finite(cfg: Config) -> None:
+def _check_values(cfg: Config) -> None:
     """Every float (and list entry) must be finite: `v <= 0` and `lo < v < hi` are False for NaN, so a NaN would
-    slip through every range check below, and an infinity passes the one-sided ones."""
+    slip through every range check below, and an infinity passes the one-sided ones. Every string must be
+    Unicode text that config.toml can hold (a lone surrogate is what undecodable command-line bytes become)."""
     for section in dataclasses.fields(cfg):
         values = getattr(cfg, section.name)
         for f in dataclasses.fields(values):
@@ -48,6 +49,16 @@ def _check_finite(cfg: Config) -> None:
             for v in value if isinstance(value, list) else [value]:
                 if isinstance(v, float) and not math.isfinite(v):
                     raise ConfigError(f"{section.name}.{f.name} must be a finite number, got {value!r}")
+                if isinstance(v, str) and not _is_utf8(v):
+                    raise ConfigError(f"{section.name}.{f.name} {v!r} is not valid Unicode text")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_run_name(key: str, name: str) -> None:
@@ -142,7 +153,10 @@ def _check_heldout(cfg: Config) -> None:
             raise ConfigError(f"data.num_heldout {d.num_heldout} is too small: {why}")
         return
     path = Path(d.path)
-    counts = _folder_counts(path) if d.dataset == "folder" else _npz_counts(path)
+    try:
+        counts = _folder_counts(path) if d.dataset == "folder" else _npz_counts(path)
+    except (OSError, ValueError):  # a name too long, a folder we may not list: the loader's DataError says so
+        counts = None
     if counts is None:
         return
     total, labelled = counts
@@ -154,7 +168,7 @@ def _check_heldout(cfg: Config) -> None:
 
 
 def validate_config(cfg: Config) -> Config:
-    _check_finite(cfg)
+    _check_values(cfg)
     m, d, k, o = cfg.model, cfg.data, cfg.masks, cfg.optim
     for name in ("img_size", "patch_size", "in_chans", "embed_dim", "depth", "num_heads", "pred_dim",
                  "pred_depth", "pred_num_heads"):
