@@ -24,6 +24,7 @@ from jepa_core.config import Config, ConfigError, load_config, save_config
 from jepa_core.run import status
 from jepa_core.run.atomic import write_json_atomic
 from jepa_core.run.lock import RunLock
+from jepa_core.validation import check_run_name
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ def create_run(cfg: Config, name: str | None = None) -> tuple[RunPaths, RunLock]
     """Make a fresh run directory, locked for the caller. Refuses to touch an existing one (resume it instead)."""
     runs_dir = Path(cfg.logging.runs_dir)
     name = name or cfg.logging.name or default_run_name()
+    check_run_name("run name", name)  # also when the name comes from a run_dir path, not from logging.name
     root = runs_dir / name
     if root.exists():
         raise FileExistsError(f"run directory {root} already exists: resume it with --resume {root} or pick --name")

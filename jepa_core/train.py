@@ -22,7 +22,7 @@ from jepa_core.checkpoint import (CheckpointError, clean_checkpoint_dir, find_re
                                   save_checkpoint)
 from jepa_core.config import (Config, ConfigError, DiagnosticsConfig, apply_overrides, config_to_dict, load_config,
                               preset, validate)
-from jepa_core.console import format_console_line
+from jepa_core.console import format_console_line, terminal_safe
 from jepa_core.control import ControlError, ControlWatcher, read_control, write_control
 from jepa_core.data import DataError, batch_indices, build_datasets, epoch_of_step, normalize_images
 from jepa_core.ema import ema_momentum
@@ -164,7 +164,7 @@ class Trainer:
 
     def _say_on_stderr(self, text: str) -> None:
         """Facts the user must see even with --quiet (which checkpoint a resume used, and why)."""
-        print(text, file=sys.stderr, flush=True)
+        print(terminal_safe(text), file=sys.stderr, flush=True)
 
     def _load_state(self, state: dict, paths: RunPaths) -> None:
         self.model.load_state_dict(state["model"])
@@ -319,6 +319,7 @@ class Trainer:
     def _print(self, text: str) -> None:
         if not self.dist.is_main or self.quiet:
             return
+        text = terminal_safe(text)  # alert messages and metric names come from config and rules: no escapes
         if self._progress is not None:
             self._progress.write(text)
         else:
@@ -484,12 +485,12 @@ def main(argv: list[str] | None = None) -> int:
             distributed.init_if_needed(cfg.runtime.device)
             trainer = Trainer(cfg, run_dir=args.resume, resume=args.resume is not None, quiet=args.quiet)
         except (ConfigError, DataError, CheckpointError, FileExistsError, RunLockedError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"error: {terminal_safe(str(exc))}", file=sys.stderr)
             return 2
         status = trainer.run(stop_event=stop)
     if trainer.dist.is_main and not args.quiet:
         kept = f" (last finite state: step {trainer.step})" if status == run_status.DIVERGED else ""
-        print(f"{status} at step {trainer.last_step}{kept}: {trainer.paths.root}")
+        print(terminal_safe(f"{status} at step {trainer.last_step}{kept}: {trainer.paths.root}"))
     distributed.shutdown()
     return 0 if status in run_status.EXIT_OK else 1
 
