@@ -86,14 +86,20 @@ def regression_loss(pred: torch.Tensor, target: torch.Tensor, kind: str) -> torc
 
 
 def _forward_loss(online: nn.Module, model: JEPA, images: torch.Tensor, masks: MaskBatch, s: StepSettings):
+    """(objective to differentiate, regression loss to log, pred, target, target tokens).
+
+    They are one tensor unless the collapse fault is on: its penalty shapes the gradient, as a real collapse's
+    cause would, but is no part of the regression loss a user watches (SPEC §8), so it never reaches the log."""
     tokens, normed = target_features(model, images, track_grad=s.target_gradients)
     target = select_targets(normed, masks.target_idx)
     pred, z = online(images, masks.context_idx, masks.target_idx)
     loss = regression_loss(pred.float(), target.float(), s.loss)
+    objective = loss
     if s.collapse_weight > 0:
         # Shrinks the spread of context features; the EMA carries the collapse into the target encoder.
-        loss = loss + s.collapse_weight * (z.float() - z.float().mean(dim=(0, 1), keepdim=True)).pow(2).mean()
-    return loss, pred, target, tokens
+        spread = (z.float() - z.float().mean(dim=(0, 1), keepdim=True)).pow(2).mean()
+        objective = loss + s.collapse_weight * spread
+    return objective, loss, pred, target, tokens
 
 
 def _split(images: torch.Tensor, masks: MaskBatch, parts: int):
@@ -107,8 +113,8 @@ def _micro_batch_backward(online, model, images, masks, s, params, autocast):
     total = [torch.zeros_like(p) for p in params]
     for imgs, m in _split(images, masks, s.micro_batches):
         with autocast():
-            loss, pred, target, tokens = _forward_loss(online, model, imgs, m, s)
-        grads = torch.autograd.grad(loss, params, allow_unused=True)
+            objective, loss, pred, target, tokens = _forward_loss(online, model, imgs, m, s)
+        grads = torch.autograd.grad(objective, params, allow_unused=True)
         grads = [torch.zeros_like(p) if g is None else g for g, p in zip(grads, params)]
         sq_norms.append(torch.stack([g.float().pow(2).sum() for g in grads]).sum())
         torch._foreach_add_(total, grads)
@@ -169,14 +175,14 @@ def train_step(
     elif s.rank_grad_norms:
         with online.no_sync():  # the forward too: DDP decides at forward time whether backward all-reduces
             with autocast():
-                loss, pred, target, tokens = _forward_loss(online, model, images, masks, s)
-            loss.backward()
+                objective, loss, pred, target, tokens = _forward_loss(online, model, images, masks, s)
+            objective.backward()
         micro = _average_rank_gradients(params)
         loss = loss.detach()
     else:
         with autocast():
-            loss, pred, target, tokens = _forward_loss(online, model, images, masks, s)
-        loss.backward()
+            objective, loss, pred, target, tokens = _forward_loss(online, model, images, masks, s)
+        objective.backward()
         loss = loss.detach()
     if after_backward is not None:
         after_backward()
