@@ -18,8 +18,6 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from jepa_core.console import format_duration
-
 # Below Altair's default max_rows (5,000), so charts render anywhere without disabling the guard.
 ROWS_PER_DATASET = 4500
 DEFAULT_MAX_POINTS = 1000
@@ -92,7 +90,8 @@ EARLY_WARNING_SIGNALS: tuple[Signal, ...] = (
 
 
 def safe_text(value: Any) -> str:
-    """A string from a file, escaped for interpolation into HTML or `mo.md` (which renders HTML)."""
+    """A string from a file, escaped for interpolation into HTML (for `mo.md` use jepa_core.workbench.markup.md_text,
+    which also keeps markdown from reading it)."""
     return html.escape(str(value), quote=True)
 
 
@@ -423,41 +422,3 @@ def chart_dataset_sizes(chart: alt.TopLevelMixin) -> list[int]:
     """Row counts of every dataset a chart embeds (used by tests and as a guard)."""
     spec = chart.to_dict()
     return [len(values) for values in spec.get("datasets", {}).values()]
-
-
-def progress_html(step: int, total: int, eta_seconds: float | None, status: str) -> str:
-    """A progress bar with step counter and ETA as HTML; `status` (free text) is escaped."""
-    total = max(int(total), 1)
-    step = min(max(int(step), 0), total)
-    percent = 100.0 * step / total
-    return (
-        f'<div class="jepa-progress"><progress value="{step}" max="{total}" style="width: 60%"></progress> '
-        f'<span class="jepa-step">step {step} / {total}</span> ({percent:.0f}%), '
-        f"ETA {format_duration(eta_seconds)}, <b>{safe_text(status)}</b></div>"
-    )
-
-
-# ---------------------------------------------------------------- masks over the current batch
-
-def current_mask_overlay(trainer: Any, run_dir: Any, count: int = 4) -> bytes | None:
-    """PNG bytes of the current batch's masks: from an in-process trainer's last batch, else the newest
-    mask artifact PNG in `run_dir/artifacts`; None when there is nothing to draw yet."""
-    import io
-    from pathlib import Path
-
-    from PIL import Image
-
-    batch = getattr(trainer, "last_batch", None)  # one tuple, read once: images and masks of the same step
-    if batch is not None:
-        images, masks = batch
-        from jepa_core.artifacts import mask_overlay_grid
-
-        grid = mask_overlay_grid(images, masks.context_idx, masks.target_idx,
-                                 int(trainer.cfg.model.patch_size), max_images=count)
-        buffer = io.BytesIO()
-        Image.fromarray(grid).save(buffer, format="PNG")
-        return buffer.getvalue()
-    if run_dir is None:
-        return None
-    pngs = sorted(Path(run_dir, "artifacts").glob("*mask*.png"), key=lambda p: p.stat().st_mtime)
-    return pngs[-1].read_bytes() if pngs else None

@@ -1,7 +1,10 @@
 """Finding run directories (SPEC §4) and summarising them for the notebooks and reports.
 
 Discovery is cheap on purpose: it reads meta.json and only the tail of metrics.jsonl, so listing a
-folder of long runs costs the same as listing short ones.
+folder of long runs costs the same as listing short ones. Status words are jepa_core.run.status's,
+shown verbatim; a run whose meta says it is live but whose writer is gone reads "crashed".
+A damaged meta.json or config.toml never stops a run from being listed or reported: what could not be
+read is left out and named in the run's `problems`.
 """
 
 from __future__ import annotations
@@ -16,18 +19,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
-import numpy as np
-import pandas as pd
-
-from jepa_core.console import format_duration
+from jepa_core.run import status as run_status_words
+from jepa_core.run.lock import LOCK_NAME, lock_holder
 
 DEFAULT_ROOTS: tuple[str, ...] = ("runs", "data/runs")
-# A run whose meta says "running" but whose stream has not moved for this long, and whose process
-# cannot be seen, is reported as crashed.
+# A run on another host whose meta says "running" but whose stream has not moved for this long is
+# reported as crashed (its lock and process cannot be seen from here).
 STALE_SECONDS = 120.0
 _TAIL_BYTES = 65536
-_FINISHED = {"finished", "completed", "done", "stopped"}
-_CRASHED = {"crashed", "failed", "error", "killed", "diverged"}
 
 
 @dataclass(frozen=True)
@@ -36,9 +35,10 @@ class RunInfo:
 
     name: str
     path: Path
-    status: str  # running | finished | crashed | unknown
-    steps: int | None  # last step written to metrics.jsonl
+    status: str  # a word of jepa_core.run.status (running, paused, stopped, ..., crashed) or "unknown"
+    steps: int | None  # the run's last step: meta.json's last_step once ended, else the stream's last step
     last_update: float | None  # mtime of metrics.jsonl (or of the directory), epoch seconds
+    problems: tuple[str, ...] = ()  # files that could not be read, each named with what is wrong
 
     @property
     def label(self) -> str:
@@ -60,6 +60,7 @@ class RunSummary:
     device: str = "unknown"
     verdict: str | None = None
     faults: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # damaged files, named; the header shows them
 
 
 def is_run_dir(path: Path) -> bool:
@@ -68,11 +69,13 @@ def is_run_dir(path: Path) -> bool:
 
 
 def read_json_file(path: Path) -> dict[str, Any]:
-    """A JSON object from `path`; {} if missing. Malformed JSON raises naming the file."""
+    """A JSON object from `path`; {} if missing. Malformed JSON or bad UTF-8 raises ValueError naming the file."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not valid UTF-8 (byte {exc.start})") from exc
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from exc
     if not isinstance(data, dict):
@@ -81,14 +84,26 @@ def read_json_file(path: Path) -> dict[str, Any]:
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    """The run's resolved config.toml as nested dicts; {} if missing. Bad TOML raises naming the file."""
+    """The run's resolved config.toml as nested dicts; {} if missing. Bad UTF-8 or TOML raises naming the file."""
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
     except FileNotFoundError:
         return {}
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not valid UTF-8 (byte {exc.start})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: malformed TOML: {exc}") from exc
+
+
+def read_meta_lenient(path: Path) -> tuple[dict[str, Any], list[str]]:
+    """meta.json of run `path` and the problems met reading it: ({}, [message naming the file]) when damaged."""
+    try:
+        return read_json_file(path / "meta.json"), []
+    except ValueError as exc:  # names the file already
+        return {}, [str(exc)]
+    except OSError as exc:  # unreadable (permissions, a folder in its place)
+        return {}, [f"{path / 'meta.json'}: {exc.strerror or exc}"]
 
 
 def last_logged_step(metrics_path: Path) -> int | None:
@@ -126,22 +141,46 @@ def pid_alive(pid: Any) -> bool:
     return True
 
 
-def run_status(meta: dict[str, Any], last_update: float | None, now: float | None = None) -> str:
-    """running / finished / crashed / unknown from meta.json's status, its pid and the stream's mtime."""
-    declared = str(meta.get("status", "")).lower()
-    if declared in _FINISHED:
-        return "finished"
-    if declared in _CRASHED:
-        return "crashed"
-    if declared != "running":
-        return "unknown"
-    now = time.time() if now is None else now
-    fresh = last_update is not None and now - last_update < STALE_SECONDS
+def writer_alive(path: Path | None, meta: dict[str, Any], last_update: float | None,
+                 now: float | None = None) -> bool:
+    """Whether the process that claims run `path` in its meta.json is still there.
+
+    On this host the run's writer lock answers without blocking (the kernel releases it however its holder
+    died); a run written before the lock existed falls back to meta's pid. On another host only the stream's
+    mtime can tell: a stream quiet for STALE_SECONDS means the writer is gone.
+    """
     same_host = meta.get("hostname") in (None, socket.gethostname())
-    if same_host and "pid" in meta:
-        # On this machine the process table is the truth; the mtime covers a slow step.
-        return "running" if pid_alive(meta["pid"]) else "crashed"
-    return "running" if fresh else "crashed"
+    if same_host:
+        if path is not None and (path / LOCK_NAME).exists():
+            return lock_holder(path) is not None
+        if "pid" in meta:
+            return pid_alive(meta["pid"])
+    now = time.time() if now is None else now
+    return last_update is not None and now - last_update < STALE_SECONDS
+
+
+def run_status(meta: dict[str, Any], last_update: float | None, now: float | None = None,
+               path: Path | None = None) -> str:
+    """The status word for a run: meta.json's, verbatim, except that a live claim without a live writer is
+    "crashed". `path` (the run directory) lets the writer lock answer; without it meta's pid does."""
+    declared = run_status_words.normalise(meta.get("status"))
+    if declared not in run_status_words.LIVE:
+        return declared
+    alive = writer_alive(path, meta, last_update, now)
+    return declared if alive else run_status_words.CRASHED
+
+
+def run_last_step(meta: dict[str, Any], stream_last: int | None) -> int | None:
+    """The run's last step: meta's last_step once the run ended or paused, else the stream's last step.
+
+    The stream logs at cadences, so its last row can be a few steps short of where the run ended. While meta
+    says "running" its last_step (if any) is an earlier attempt's, so the stream is the better guess; that
+    holds for a run that crashed while running too."""
+    recorded = meta.get("last_step")
+    declared = run_status_words.normalise(meta.get("status"))
+    if declared != run_status_words.RUNNING and isinstance(recorded, int) and not isinstance(recorded, bool):
+        return recorded
+    return stream_last
 
 
 def run_info(path: Path) -> RunInfo:
@@ -152,13 +191,16 @@ def run_info(path: Path) -> RunInfo:
         last_update: float | None = metrics.stat().st_mtime
     except FileNotFoundError:
         last_update = path.stat().st_mtime if path.exists() else None
-    try:
-        meta = read_json_file(path / "meta.json")
-    except ValueError:
-        meta = {}
-    status = run_status(meta, last_update) if meta else "unknown"
-    return RunInfo(name=path.name, path=path, status=status, steps=last_logged_step(metrics),
-                   last_update=last_update)
+    meta, problems = read_meta_lenient(path)
+    status = run_status(meta, last_update, path=path) if meta else run_status_words.UNKNOWN
+    if status == run_status_words.CRASHED and run_status_words.normalise(meta.get("status")) in run_status_words.LIVE:
+        # A writer records its final status before it lets the lock go: between our read of meta.json and our look
+        # at the lock it may have done both. Read meta once more before calling the run crashed.
+        meta, problems = read_meta_lenient(path)
+        status = run_status(meta, last_update, path=path) if meta else run_status_words.UNKNOWN
+    steps = run_last_step(meta, last_logged_step(metrics))
+    return RunInfo(name=path.name, path=path, status=status, steps=steps, last_update=last_update,
+                   problems=tuple(problems))
 
 
 def discover_runs(roots: Iterable[str | Path] = DEFAULT_ROOTS) -> list[RunInfo]:
@@ -206,13 +248,23 @@ def run_duration(meta: dict[str, Any], status: str, last_update: float | None) -
 
 
 def load_run_summary(path: str | Path, with_verdict: bool = True) -> RunSummary:
-    """Config, meta, status, duration, device and (optionally) the doctor's verdict for one run."""
+    """Config, meta, status, duration, device and (optionally) the doctor's verdict for one run.
+
+    A damaged meta.json or config.toml is left out and named in `problems`; only a missing directory raises.
+    """
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"run directory {path} does not exist")
     info = run_info(path)
-    meta = read_json_file(path / "meta.json")
-    config = read_config_file(path / "config.toml")
+    meta, problems = read_meta_lenient(path)
+    try:
+        config = read_config_file(path / "config.toml")
+    except ValueError as exc:
+        config = {}
+        problems.append(str(exc))
+    except OSError as exc:
+        config = {}
+        problems.append(f"{path / 'config.toml'}: {exc.strerror or exc}")
     faults = meta.get("faults")
     if not isinstance(faults, list):
         faults = []
@@ -220,12 +272,15 @@ def load_run_summary(path: str | Path, with_verdict: bool = True) -> RunSummary:
     if with_verdict and (path / "metrics.jsonl").is_file():
         from jepa_core.doctor import diagnose  # imported late: the doctor pulls in the rule engine
 
-        verdict = str(diagnose(path).verdict)
+        try:
+            verdict = str(diagnose(path).verdict)
+        except (ValueError, OSError) as exc:
+            problems.append(f"{path / 'metrics.jsonl'}: the doctor could not read it: {exc}")
     return RunSummary(
         name=str(meta.get("name") or path.name), path=path, status=info.status, steps=info.steps,
         config=config, meta=meta, duration_seconds=run_duration(meta, info.status, info.last_update),
         device=str(meta.get("device_name") or meta.get("device") or "unknown"),
-        verdict=verdict, faults=[str(f) for f in faults],
+        verdict=verdict, faults=[str(f) for f in faults], problems=problems,
     )
 
 
@@ -293,161 +348,31 @@ def resolve_run(cli_value: str | None, env_value: str | None = None,
     return default_run(roots)
 
 
-def summary_markdown(summary: RunSummary) -> str:
-    """The report header as Markdown; every string from the run's files is HTML-escaped."""
-    from jepa_core.charts import safe_text
+def load_run_table(path: str | Path) -> tuple[Any, list[str]]:
+    """The run's metrics as a MetricsTable, and problems worth showing (no stream, skipped lines).
 
-    steps = "?" if summary.steps is None else str(summary.steps)
-    lines = [
-        f"# Run report: {safe_text(summary.name)}",
-        "",
-        "| | |",
-        "| --- | --- |",
-        f"| status | **{safe_text(summary.status)}** |",
-        f"| doctor verdict | **{safe_text(summary.verdict or 'not computed')}** |",
-        f"| last step | {steps} |",
-        f"| duration | {format_duration(summary.duration_seconds)} |",
-        f"| device | {safe_text(summary.device)} |",
-        f"| faults injected | {safe_text(', '.join(summary.faults) or 'none')} |",
-        f"| path | {safe_text(summary.path)} |",
-    ]
-    config_pairs = config_summary(summary.config)
-    if config_pairs:
-        lines += ["", "**Config**: " + ", ".join(f"{safe_text(k)} = {safe_text(v)}" for k, v in config_pairs)]
-    return "\n".join(lines)
+    A run without a metrics.jsonl yet (or with an unreadable one) gives an empty table, so a report or a
+    monitor still shows its header."""
+    import numpy as np
+    import pandas as pd
 
+    from jepa_core.stream import ALERT_COLUMNS, MetricsTable, read_metrics
 
-@dataclass
-class LiveTable:
-    """The MetricsTable shape (scalars, alerts) built incrementally from followed rows."""
-
-    scalars: pd.DataFrame
-    alerts: pd.DataFrame
-
-
-class LiveRun:
-    """One run kept up to date for the monitor: a finished run is read once; a live one is followed.
-
-    Following reads only the bytes appended since the last poll (jepa_core.stream.MetricsFollower),
-    appends them to the frames, and re-applies the resume purge when a newer attempt starts.
-    """
-
-    def __init__(self, path: str | Path) -> None:
-        from jepa_core.stream import MetricsFollower, read_metrics
-
-        self.path = Path(path)
-        self.metrics_path = self.path / "metrics.jsonl"
-        self.follower: MetricsFollower | None = None
-        info = run_info(self.path)
-        if info.status == "running" or not self.metrics_path.is_file():
-            self.follower = MetricsFollower(self.metrics_path)
-            self.table = LiveTable(_empty_scalars(), _empty_alerts())
-            self.poll()
-        else:
-            table = read_metrics(self.metrics_path)
-            self.table = LiveTable(table.scalars, table.alerts)
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    def poll(self) -> bool:
-        """Read what was appended since the last poll; True when the table changed."""
-        from jepa_core.stream import apply_resume_purge
-
-        if self.follower is None:
-            return False
-        update = self.follower.poll_update()
-        if update.reset:
-            self.table = LiveTable(_empty_scalars(), _empty_alerts())
-        if not update.rows:
-            return update.reset
-        metric_rows = [r for r in update.rows if "event" not in r]
-        alert_rows = [r for r in update.rows if r.get("event") == "alert"]
-        scalars, alerts = self.table.scalars, self.table.alerts
-        if metric_rows:
-            new = pd.DataFrame(metric_rows)
-            new = new.loc[:, [c for c in new.columns if new[c].dtype.kind in "iufb"]]
-            scalars = pd.concat([scalars, new], ignore_index=True) if len(scalars) else new
-        if alert_rows:
-            new_alerts = pd.DataFrame([{**{c: r.get(c) for c in _ALERT_COLUMNS}, "attempt": r.get("attempt", 0)}
-                                       for r in alert_rows],
-                                      columns=list(_ALERT_COLUMNS))
-            alerts = pd.concat([alerts, new_alerts], ignore_index=True) if len(alerts) else new_alerts
-        if update.purge_from_step is not None:
-            scalars = apply_resume_purge(scalars).reset_index(drop=True)
-            if len(alerts):
-                alerts = apply_resume_purge(alerts.astype({"attempt": "int64"})).reset_index(drop=True)
-        if "attempt" not in scalars.columns:
-            scalars.insert(1, "attempt", 0)
-        self.table = LiveTable(scalars, alerts)
-        return True
-
-
-_ALERT_COLUMNS = ("step", "attempt", "rule", "severity", "metric", "value", "message")
-
-
-def _empty_scalars() -> pd.DataFrame:
-    return pd.DataFrame({"step": np.array([], dtype=np.int64), "attempt": np.array([], dtype=np.int64)})
-
-
-def _empty_alerts() -> pd.DataFrame:
-    return pd.DataFrame(columns=list(_ALERT_COLUMNS))
-
-
-# ---------------------------------------------------------------- launching runs from the workbench
-
-
-def form_overrides(values: dict[str, Any]) -> list[str]:
-    """`section.key=value` strings (TOML values) for `apply_overrides` or `jepa train --set`.
-
-    JSON spells numbers, booleans, strings and lists the way TOML does, so json.dumps is the encoder.
-    """
-    out = []
-    for key, value in values.items():
-        if "." not in key:
-            raise ValueError(f"override key {key!r} must be section.key")
-        if isinstance(value, tuple):
-            value = list(value)
-        out.append(f"{key}={json.dumps(value)}")
-    return out
-
-
-@dataclass(frozen=True)
-class DetachedRun:
-    """A `jepa train` process started from the notebook; it outlives the browser tab."""
-
-    pid: int
-    run_dir: Path
-    log_path: Path
-    # Kept so the launcher can poll() it: that reaps the exited child, which would otherwise linger as
-    # a zombie that still answers pid_alive.
-    process: Any = field(default=None, compare=False, repr=False)
-
-    def exited(self) -> bool:
-        return self.process is not None and self.process.poll() is not None
-
-
-def launch_detached(overrides: list[str], name: str, preset_name: str = "tiny",
-                    runs_dir: str | Path = "runs") -> DetachedRun:
-    """Start `python -m jepa_core.train` in its own session (closing the tab or the kernel leaves it running).
-
-    Console output goes to `<runs_dir>/.logs/<name>.log` (a dot-folder, so discovery ignores it).
-    """
-    import subprocess
-    import sys
-
-    runs_dir = Path(runs_dir)
-    if (runs_dir / name).exists():
-        raise FileExistsError(f"run directory {runs_dir / name} already exists: pick another name")
-    log_dir = runs_dir / ".logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"{name}.log"
-    cmd = [sys.executable, "-m", "jepa_core.train", "--preset", preset_name, "--name", name, "--quiet",
-           "--set", f"logging.runs_dir={json.dumps(str(runs_dir))}"]
-    for override in overrides:
-        cmd += ["--set", override]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-    return DetachedRun(pid=proc.pid, run_dir=runs_dir / name, log_path=log_path, process=proc)
+    metrics = Path(path) / "metrics.jsonl"
+    try:
+        table = read_metrics(metrics)
+    except FileNotFoundError:
+        problems = [f"{metrics}: missing; no metrics logged yet"]
+    except OSError as exc:
+        problems = [f"{metrics}: {exc.strerror or exc}"]
+    else:
+        problems = []
+        if table.bad_lines:
+            first_line, why = table.bad_lines[0]
+            problems.append(f"{metrics}: {len(table.bad_lines)} malformed line(s) skipped, the first at line "
+                            f"{first_line}: {why}")
+        return table, problems
+    ints = {"step": np.array([], dtype=np.int64), "attempt": np.array([], dtype=np.int64)}
+    empty = MetricsTable(scalars=pd.DataFrame(ints), alerts=pd.DataFrame(columns=list(ALERT_COLUMNS)),
+                         events=pd.DataFrame({**ints, "event": pd.Series(dtype=object)}))
+    return empty, problems

@@ -4,7 +4,7 @@ __generated_with = "0.25.2"
 app = marimo.App(width="full", app_title="JEPA monitor")
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _():
     import os
     import sys
@@ -13,11 +13,13 @@ def _():
     import marimo as mo
 
     from jepa_core import charts, runs
+    from jepa_core.workbench.live import LiveRun
+    from jepa_core.workbench.markup import md_text, problems_markdown
 
-    return Path, charts, mo, os, runs, sys
+    return LiveRun, Path, charts, md_text, mo, os, problems_markdown, runs, sys
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md("""
     # JEPA monitor
@@ -27,7 +29,7 @@ def _(mo):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo, os, runs, sys):
     # `-- --run PATH` adds (and selects) a run outside the usual folders; $JEPA_RUN stands in under tests.
     cli_run = None if mo.app_meta().mode == "test" else runs.run_argument(sys.argv[1:])
@@ -35,27 +37,23 @@ def _(mo, os, runs, sys):
     return (cli_run,)
 
 
-@app.cell
-def _():
-    # LiveRun objects by path, kept across re-runs so following resumes where it stopped.
-    live_cache = {}
-    return (live_cache,)
-
-
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
-    rescan = mo.ui.button(label="Rescan runs", value=0, on_click=lambda n: n + 1)
-    return (rescan,)
+    # What following keeps between re-runs: LiveRun objects by path (so following resumes where it stopped), and
+    # a version bumped by the poll cell only when new rows arrived (charts are not rebuilt on idle ticks).
+    live_cache = {}
+    get_version, set_version = mo.state(0)
+    return get_version, live_cache, set_version
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(cli_run, rescan, runs):
     rescan.value  # re-run discovery when the button is pressed
     found = runs.discover_runs(runs.DEFAULT_ROOTS + ((cli_run,) if cli_run else ()))
     return (found,)
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(Path, cli_run, found, mo):
     # Labels are the selectable keys: keep them stable (no status or step count in them).
     run_options = {f"{r.name}  ({r.path.parent})": str(r.path) for r in found}
@@ -78,39 +76,33 @@ def _(Path, cli_run, found, mo):
     return picker, run_table
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
+    rescan = mo.ui.button(label="Rescan runs", value=0, on_click=lambda n: n + 1)
     smoothing = mo.ui.slider(0.0, 0.99, step=0.01, value=0.6, label="smoothing (debiased EMA)", show_value=True)
     max_points = mo.ui.dropdown(options=["250", "500", "1000", "2000"], value="1000", label="points per series")
     follow = mo.ui.switch(value=True, label="follow live runs")
     ticker = mo.ui.refresh(options=["1s", "2s", "5s", "10s"], default_interval="2s", label="poll")
-    return follow, max_points, smoothing, ticker
+    return follow, max_points, rescan, smoothing, ticker
 
 
-@app.cell
-def _(follow, max_points, mo, picker, run_table, smoothing, ticker):
-    mo.vstack([picker, mo.hstack([smoothing, max_points, follow, ticker], justify="start"), run_table])
+@app.cell(hide_code=True)
+def _(follow, max_points, mo, picker, rescan, run_table, smoothing, ticker):
+    mo.vstack([picker, mo.hstack([smoothing, max_points, follow, ticker, rescan], justify="start"), run_table])
     return
 
 
-@app.cell
-def _(mo):
-    # Bumped by the poll cell only when new rows arrived, so charts are not rebuilt on idle ticks.
-    get_version, set_version = mo.state(0)
-    return get_version, set_version
-
-
-@app.cell
-def _(live_cache, picker, runs):
+@app.cell(hide_code=True)
+def _(LiveRun, live_cache, picker):
     selected = []
     for _path in picker.value:
         if _path not in live_cache:
-            live_cache[_path] = runs.LiveRun(_path)
+            live_cache[_path] = LiveRun(_path)
         selected.append(live_cache[_path])
     return (selected,)
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(follow, selected, set_version, ticker):
     ticker.value  # one poll per tick
     if follow.value and any([_run.poll() for _run in selected]):
@@ -118,7 +110,7 @@ def _(follow, selected, set_version, ticker):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(get_version, selected):
     get_version()
     tables = {_run.name: _run.table for _run in selected}
@@ -126,21 +118,25 @@ def _(get_version, selected):
     return primary, tables
 
 
-@app.cell
-def _(charts, mo, primary):
+@app.cell(hide_code=True)
+def _(charts, md_text, mo, primary, problems_markdown, runs):
     mo.stop(primary is None, mo.md("Select at least one run."))
+    # Status and last step from the run itself (meta.json; the stream while it is live), shown verbatim.
+    _info = runs.run_info(primary.path)
     _alerts = charts.alert_table(primary.table)
-    _steps = int(primary.table.scalars["step"].max()) if len(primary.table.scalars) else 0
-    _following = "following live" if primary.follower is not None else "finished file"
-    mo.md(
-        f"## {charts.safe_text(primary.name)}\n"
-        f"last step **{_steps}**, {len(primary.table.scalars)} rows, "
+    _steps = "?" if _info.steps is None else _info.steps
+    _following = "following live" if primary.follower is not None else "read once (ended)"
+    _problems = runs.load_run_summary(primary.path, with_verdict=False).problems
+    _header = mo.md(
+        f"## {md_text(primary.name)}\n"
+        f"status **{md_text(_info.status)}**, last step **{_steps}**, {len(primary.table.scalars)} rows, "
         f"**{len(_alerts)} alert(s)**, {_following}"
     )
+    mo.vstack([_header, mo.callout(mo.md(problems_markdown(_problems)), kind="warn")] if _problems else [_header])
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(charts, max_points, mo, primary, smoothing):
     mo.stop(primary is None)
     mo.ui.tabs(
@@ -152,7 +148,7 @@ def _(charts, max_points, mo, primary, smoothing):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(charts, max_points, mo, primary, smoothing):
     mo.stop(primary is None)
     mo.vstack(
@@ -164,7 +160,7 @@ def _(charts, max_points, mo, primary, smoothing):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(charts, mo, primary):
     mo.stop(primary is None)
     _alerts = charts.alert_table(primary.table)
@@ -177,14 +173,14 @@ def _(charts, mo, primary):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(charts, mo, primary):
     mo.stop(primary is None)
     mo.vstack([mo.md("## Evaluation (dashed: random-init baseline)"), charts.eval_chart(primary.table)])
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(charts, mo, selected):
     _names = sorted(
         {m for _run in selected for m in charts.present_metrics(_run.table.scalars, _run.table.scalars.columns)}
@@ -196,7 +192,7 @@ def _(charts, mo, selected):
     return (overlay_metric,)
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(charts, max_points, mo, overlay_metric, smoothing, tables):
     mo.vstack(
         [

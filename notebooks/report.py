@@ -4,7 +4,7 @@ __generated_with = "0.25.2"
 app = marimo.App(width="medium", app_title="JEPA run report")
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _():
     import os
     import sys
@@ -12,12 +12,12 @@ def _():
     import marimo as mo
 
     from jepa_core import charts, runs
-    from jepa_core.stream import read_metrics
+    from jepa_core.workbench.markup import problems_markdown, summary_markdown
 
-    return charts, mo, os, read_metrics, runs, sys
+    return charts, mo, os, problems_markdown, runs, summary_markdown, sys
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo, os, runs, sys):
     # `-- --run PATH` on the command line (sys.argv); $JEPA_RUN when there is none (tests).
     _cli = None if mo.app_meta().mode == "test" else runs.run_argument(sys.argv[1:])
@@ -32,20 +32,23 @@ def _(mo, os, runs, sys):
     return (run_path,)
 
 
-@app.cell
-def _(read_metrics, run_path, runs):
+@app.cell(hide_code=True)
+def _(run_path, runs):
+    # A damaged meta.json, config.toml or metrics line is left out and named below, never fatal.
     summary = runs.load_run_summary(run_path)
-    table = read_metrics(run_path / "metrics.jsonl")
-    return summary, table
+    table, _stream_problems = runs.load_run_table(run_path)
+    problems = summary.problems + _stream_problems
+    return problems, summary, table
 
 
-@app.cell
-def _(mo, runs, summary):
-    mo.md(runs.summary_markdown(summary))
+@app.cell(hide_code=True)
+def _(mo, problems, problems_markdown, summary, summary_markdown):
+    _header = mo.md(summary_markdown(summary))
+    mo.vstack([_header, mo.callout(mo.md(problems_markdown(problems)), kind="warn")] if problems else [_header])
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(charts, mo, table):
     _alerts = charts.alert_table(table)
     _note = (
@@ -57,7 +60,7 @@ def _(charts, mo, table):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(charts, mo, table):
     mo.vstack(
         [
@@ -68,7 +71,7 @@ def _(charts, mo, table):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(charts, mo, table):
     _alerts = charts.alert_table(table)
     mo.vstack(
@@ -80,13 +83,13 @@ def _(charts, mo, table):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(charts, mo, table):
     mo.vstack([mo.md("## Evaluation"), charts.eval_chart(table)])
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(charts, mo, table):
     mo.vstack([mo.md("## Throughput"), charts.throughput_chart(table)])
     return

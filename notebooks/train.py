@@ -4,38 +4,33 @@ __generated_with = "0.25.2"
 app = marimo.App(width="medium", app_title="JEPA training workbench")
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _():
-    import queue
-    import threading
-    import time
     from pathlib import Path
 
     import marimo as mo
 
-    from jepa_core import charts, runs
-    from jepa_core.config import CADENCE_KEYS, apply_overrides, preset, validate
-    from jepa_core.control import write_control
-    from jepa_core.rundir import finish_meta
+    from jepa_core import charts
+    from jepa_core.config import CADENCE_KEYS, preset
+    from jepa_core.workbench.markup import md_text
+    from jepa_core.workbench.panel import session_panel_html
+    from jepa_core.workbench.plan import plan_from_form
+    from jepa_core.workbench.session import TrainingSession
 
     return (
         CADENCE_KEYS,
         Path,
-        apply_overrides,
+        TrainingSession,
         charts,
-        finish_meta,
+        md_text,
         mo,
+        plan_from_form,
         preset,
-        queue,
-        runs,
-        threading,
-        time,
-        validate,
-        write_control,
+        session_panel_html,
     )
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo):
     mo.md("""
     # JEPA training workbench
@@ -46,7 +41,7 @@ def _(mo):
     return
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(mo, preset):
     _tiny = preset("tiny")
     form = mo.ui.dictionary(
@@ -54,6 +49,9 @@ def _(mo, preset):
             "preset": mo.ui.dropdown(["tiny", "small"], value="tiny", label="model size (preset)"),
             "data.dataset": mo.ui.dropdown(["shapes", "folder", "npz"], value=_tiny.data.dataset, label="dataset"),
             "data.path": mo.ui.text(value="", label="data path (folder / .npz)"),
+            "data.num_train": mo.ui.number(
+                start=64, stop=10_000_000, value=_tiny.data.num_train, label="training images (built-in shapes)"
+            ),
             "optim.steps": mo.ui.number(start=1, stop=10_000_000, value=_tiny.optim.steps, label="steps"),
             "optim.batch_size": mo.ui.number(start=1, stop=8192, value=_tiny.optim.batch_size, label="batch size"),
             "optim.lr": mo.ui.number(start=1e-7, stop=1.0, step=1e-5, value=_tiny.optim.lr, label="learning rate"),
@@ -66,6 +64,7 @@ def _(mo, preset):
             "masks.context_scale": mo.ui.range_slider(
                 0.3, 1.0, step=0.01, value=list(_tiny.masks.context_scale), label="context block scale", show_value=True
             ),
+            "eval.at_start": mo.ui.switch(value=_tiny.eval.at_start, label="evaluate at step 0 (random-init baseline)"),
             "runtime.device": mo.ui.dropdown(["auto", "cpu", "cuda"], value="auto", label="device (auto: CUDA if present)"),
             "logging.name": mo.ui.text(value="", placeholder="timestamp", label="run name"),
         }
@@ -73,7 +72,7 @@ def _(mo, preset):
     return (form,)
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(CADENCE_KEYS, mo, preset):
     _defaults = preset("tiny").diagnostics
     _stops = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000]
@@ -102,7 +101,7 @@ def _(CADENCE_KEYS, mo, preset):
     return cadences, faults
 
 
-@app.cell
+@app.cell(hide_code=True)
 def _(cadences, faults, form, mo):
     mo.ui.tabs(
         {
@@ -115,328 +114,129 @@ def _(cadences, faults, form, mo):
     return
 
 
-@app.cell
-def _(mo, threading):
-    # One mutable holder shared by the cells and the training thread; cells never re-create it.
-    session = {
-        "commands": None,  # queue.Queue of ("start" | "step" | "follow", arg), read by the supervisor thread
-        "trainer": None,  # in-process Trainer (kept between Step N clicks)
-        "stop": threading.Event(),
-        "mode": None,  # "thread" | "detached"
-        "run_dir": None,
-        "live": None,  # runs.LiveRun on run_dir
-        "pid": None,  # detached process id
-        "launched": None,  # runs.DetachedRun started from this notebook (None after a reattach)
-        "pending": None,  # (preset name, overrides, Config) from the form
-        "written_cadences": {},
-        "busy": False,
-        "progress": {"step": 0, "total": 0, "eta": None, "status": "idle", "tick": 0},
-    }
-    get_progress, set_progress = mo.state(session["progress"])
-    return get_progress, session, set_progress
+@app.cell(hide_code=True)
+def _(TrainingSession, mo):
+    # Created once per kernel; never re-run (it depends on nothing that changes). The session's threads are
+    # mo.Threads so that they may hand each new view to marimo state; cells below read it.
+    get_view, set_view = mo.state(None)
+    get_epoch, set_epoch = mo.state(0)  # changes only when the run or its status does: the run list
+    get_rows, set_rows = mo.state(0)  # new metrics arrived, at most every 3 s: the charts (a redraw costs CPU)
+    session = TrainingSession(
+        thread_factory=mo.Thread, on_change=set_view, watch={"epoch": set_epoch, "rows": (set_rows, 3.0)}
+    )
+    return get_epoch, get_rows, get_view, session
 
 
-@app.cell
-def _(apply_overrides, cadences, charts, faults, form, mo, preset, runs, session, validate):
-    # The config the next Start / Launch uses. Stored in the holder, not returned, so that editing the
-    # form never re-runs (and so never interrupts) the cells that own training.
-    _values = {k: v for k, v in form.value.items() if k != "preset"}
-    if _values["data.dataset"] == "shapes":
-        _values.pop("data.path")
-    _values.update({f"diagnostics.{k}": int(v) for k, v in cadences.value.items()})
-    _values.update(faults.value)
-    _values["optim.lr"] = float(_values["optim.lr"])
+@app.cell(hide_code=True)
+def _(cadences, faults, form, md_text, mo, plan_from_form):
+    # The config the next Start / Step N / Launch detached uses (None while the form holds a bad value).
     try:
-        _overrides = runs.form_overrides(_values)
-        _cfg = validate(apply_overrides(preset(form.value["preset"]), _overrides))
+        plan = plan_from_form(form.value, cadences.value, faults.value)
     except ValueError as _exc:
-        session["pending"] = None
-        _out = mo.callout(mo.md(f"**Config error**: {charts.safe_text(_exc)}"), kind="danger")
+        plan = None
+        _out = mo.callout(mo.md(f"**Config error**: {md_text(_exc)}"), kind="danger")
     else:
-        session["pending"] = (form.value["preset"], _overrides, _cfg)
         _out = mo.md(
-            f"Config OK: run **{charts.safe_text(_cfg.logging.name or '(timestamp)')}**, {_cfg.optim.steps} steps, "
-            f"batch {_cfg.optim.batch_size}, device {_cfg.runtime.device}."
+            f"Config OK: run **{md_text(plan.name or '(timestamp)')}**, {plan.cfg.optim.steps} steps, "
+            f"batch {plan.cfg.optim.batch_size}, device {md_text(plan.cfg.runtime.device)}."
         )
     _out
-    return
+    return (plan,)
 
 
-@app.cell
-def _(mo, queue, session, set_progress, time):
-    class StopFlag:
-        """The trainer's stop event: set by Stop, or when marimo asks the thread to exit."""
-
-        def __init__(self, event, thread):
-            self.event, self.thread = event, thread
-
-        def is_set(self):
-            return self.event.is_set() or self.thread.should_exit
-
-    def publish(status, step=None, total=None, eta=None):
-        # Reads the last value from the holder, not from get_progress: a cell that reads the getter
-        # re-runs on every update, which would restart (and so stop) the supervisor thread.
-        _old = session["progress"]
-        session["progress"] = {
-            "step": _old["step"] if step is None else step,
-            "total": _old["total"] if total is None else total,
-            "eta": eta,
-            "status": status,
-            "tick": _old["tick"] + 1,
-        }
-        set_progress(session["progress"])
-
-    def train_in_process(max_steps):
-        """Run (or continue) the in-process trainer; metrics reach the UI at most once a second."""
-        from jepa_core.train import Trainer
-
-        thread = mo.current_thread()
-        if session["trainer"] is None:
-            _preset, _overrides, _cfg = session["pending"]
-            publish("building model and data", step=0, total=_cfg.optim.steps)
-            _cfg.logging.progress_bar = False
-            trainer = Trainer(_cfg, quiet=True, progress=False)
-            session.update(trainer=trainer, mode="thread", run_dir=trainer.paths.root, written_cadences={})
-            from jepa_core.runs import LiveRun
-
-            session["live"] = LiveRun(trainer.paths.root)
-        trainer = session["trainer"]
-        total = trainer.cfg.optim.steps
-        last = [0.0]
-
-        def on_metrics(step, metrics):
-            now = time.monotonic()
-            if now - last[0] >= 1.0:
-                last[0] = now
-                publish("running", step=step, total=total, eta=metrics.get("time/eta_seconds"))
-
-        publish("running", step=trainer.step, total=total)
-        status = trainer.run(StopFlag(session["stop"], thread), on_metrics, max_steps)
-        if status != "paused":
-            session["trainer"] = None
-        publish(status, step=trainer.step, total=total)
-
-    def follow_detached(run_dir, total):
-        """Follow a run written by another process until it ends or another command arrives."""
-        from jepa_core.runs import LiveRun, pid_alive, run_info
-
-        thread = mo.current_thread()
-        live = session["live"] = LiveRun(run_dir)
-        while not thread.should_exit and session["commands"].empty():
-            changed = live.poll()
-            scalars = live.table.scalars
-            step = int(scalars["step"].max()) if len(scalars) else 0
-            eta_col = scalars.get("time/eta_seconds")
-            eta = None if eta_col is None or eta_col.dropna().empty else float(eta_col.dropna().iloc[-1])
-            info = run_info(run_dir)
-            if info.status in ("finished", "crashed"):
-                publish(f"detached run {info.status}", step=step, total=total)
-                return
-            _launched = session["launched"]
-            _gone = _launched.exited() if _launched is not None else not pid_alive(session["pid"])
-            if session["pid"] is not None and _gone and info.status in ("unknown", "running"):
-                publish("detached process exited: see its log in runs/.logs/", step=step, total=total)
-                return
-            if changed:
-                publish("running (detached)", step=step, total=total, eta=eta)
-            time.sleep(1.0)
-
-    def supervise():
-        """The one thread that trains or follows; commands arrive through the queue."""
-        thread = mo.current_thread()
-        while not thread.should_exit:
-            try:
-                command, arg = session["commands"].get(timeout=0.2)
-            except queue.Empty:
-                continue
-            session["busy"] = True
-            session["stop"].clear()
-            try:
-                if command in ("start", "step"):
-                    train_in_process(None if command == "start" else arg)
-                elif command == "follow":
-                    follow_detached(*arg)
-            except Exception as exc:  # shown in the UI (a crashed run is marked so in its meta.json)
-                session["trainer"] = None
-                publish(f"error: {type(exc).__name__}: {exc}")
-            finally:
-                session["busy"] = False
-
-    return (supervise,)
-
-
-@app.cell
-def _(mo, queue, session, supervise):
-    # Started once per session (never in script or test mode, where nothing would drive it).
-    if session["commands"] is None:
-        session["commands"] = queue.Queue()
-    if mo.app_meta().mode in ("edit", "run"):
-        _supervisor = mo.Thread(target=supervise, daemon=True, name="jepa-supervisor")
-        _supervisor.start()
-    return
-
-
-@app.cell
-def _(mo, runs):
+@app.cell(hide_code=True)
+def _(mo):
     start_button = mo.ui.run_button(label="Start", kind="success")
     stop_button = mo.ui.run_button(label="Stop", kind="danger")
     step_count = mo.ui.number(start=1, stop=100_000, value=10, label="N")
     step_button = mo.ui.run_button(label="Step N")
     detach_button = mo.ui.run_button(label="Launch detached")
-    _running = {f"{r.name} ({r.path.parent})": str(r.path) for r in runs.discover_runs() if r.status == "running"}
+    relist_button = mo.ui.button(label="Refresh list", value=0, on_click=lambda n: n + 1)
+    mo.hstack([start_button, stop_button, step_count, step_button, detach_button], justify="start")
+    return detach_button, relist_button, start_button, step_button, step_count, stop_button
+
+
+@app.cell(hide_code=True)
+def _(get_epoch, mo, relist_button, session):
+    # Re-listed when the session's run or status changes (a launch, an end) and on "Refresh list".
+    relist_button.value
+    get_epoch()
+    _running = {r.label: str(r.path) for r in session.running_runs()}
     attach_choice = mo.ui.dropdown(options=_running, label="running runs")
     attach_button = mo.ui.run_button(label="Reattach", disabled=not _running)
-    mo.vstack(
-        [
-            mo.hstack([start_button, stop_button, step_count, step_button], justify="start"),
-            mo.hstack([detach_button, attach_choice, attach_button], justify="start"),
+    mo.hstack([attach_choice, attach_button, relist_button], justify="start")
+    return attach_button, attach_choice
+
+
+@app.cell(hide_code=True)
+def _(
+    Path,
+    attach_button,
+    attach_choice,
+    detach_button,
+    plan,
+    session,
+    start_button,
+    step_button,
+    step_count,
+    stop_button,
+):
+    # Each click reaches the session; its threads do the work, and its message says what happened.
+    if start_button.value:
+        session.start(plan)
+    elif step_button.value:
+        session.step(plan, int(step_count.value))
+    elif stop_button.value:
+        session.stop()
+    elif detach_button.value:
+        session.launch_detached(plan)
+    elif attach_button.value and attach_choice.value is not None:
+        session.reattach(Path(attach_choice.value))
+    return
+
+
+@app.cell(hide_code=True)
+def _(cadences, session):
+    # A moved slider goes to the open run's control.json; the trainer applies it from its next step.
+    _said = session.set_cadences(cadences.value)  # also the session's message, shown with the progress
+    return
+
+
+@app.cell(hide_code=True)
+def _(charts, get_view, md_text, mo, session, session_panel_html):
+    view = get_view() or session.view()
+    _parts = [mo.Html(session_panel_html(view))]
+    _table = session.table
+    _alerts = charts.alert_table(_table) if _table is not None else []
+    if len(_alerts):
+        _lines = [
+            f"- step {int(r.step)} **{md_text(r.severity)}** {md_text(r.rule)}: {md_text(r.message)}"
+            for r in _alerts.tail(3).itertuples()
         ]
-    )
-    return attach_button, attach_choice, detach_button, start_button, step_button, step_count, stop_button
-
-
-@app.cell
-def _(mo, session, start_button):
-    # Commands only enqueue: the supervisor thread does the work, so no cell here ever blocks the UI.
-    mo.stop(not start_button.value)
-    if session["busy"]:
-        _msg = "Already training: Stop first."
-    elif session["pending"] is None:
-        _msg = "Fix the config first."
-    else:
-        session["commands"].put(("start", None))
-        _msg = "Starting."
-    mo.md(_msg)
-    return
-
-
-@app.cell
-def _(mo, session, step_button, step_count):
-    mo.stop(not step_button.value)
-    if session["busy"]:
-        _msg = "Busy: Stop first."
-    elif session["pending"] is None and session["trainer"] is None:
-        _msg = "Fix the config first."
-    else:
-        session["commands"].put(("step", int(step_count.value)))
-        _msg = f"Stepping {int(step_count.value)}."
-    mo.md(_msg)
-    return
-
-
-@app.cell
-def _(finish_meta, mo, session, stop_button, write_control):
-    mo.stop(not stop_button.value)
-    session["stop"].set()  # an in-process run stops after its current step
-    if session["mode"] == "detached" and session["run_dir"] is not None:
-        write_control(session["run_dir"], stop=True)  # the detached trainer reads this after its next step
-    _paused = session["trainer"]
-    if _paused is not None and not session["busy"]:
-        # A run paused by Step N is closed here (nothing is stepping it).
-        _paused.save()
-        finish_meta(_paused.paths, "stopped", _paused.step)
-        _paused.close()
-        session["trainer"] = None
-    mo.md("Stop requested.")
-    return
-
-
-@app.cell
-def _(charts, detach_button, mo, runs, session, time):
-    mo.stop(not detach_button.value)
-    if session["busy"] or session["pending"] is None:
-        _msg = "Busy or config invalid."
-    else:
-        _preset, _overrides, _cfg = session["pending"]
-        _name = _cfg.logging.name or time.strftime("%Y%m%d-%H%M%S")
-        try:
-            _run = runs.launch_detached([o for o in _overrides if not o.startswith("logging.name=")], _name, _preset,
-                                        _cfg.logging.runs_dir)
-        except FileExistsError as _exc:
-            _msg = str(_exc)
-        else:
-            session.update(
-                mode="detached", run_dir=_run.run_dir, pid=_run.pid, launched=_run, written_cadences={}, trainer=None
-            )
-            session["commands"].put(("follow", (_run.run_dir, _cfg.optim.steps)))
-            _msg = f"Launched pid {_run.pid}: {_run.run_dir}"
-    mo.md(charts.safe_text(_msg))
-    return
-
-
-@app.cell
-def _(Path, attach_button, attach_choice, charts, mo, runs, session):
-    mo.stop(not attach_button.value or attach_choice.value is None)
-    _dir = Path(attach_choice.value)
-    _summary = runs.load_run_summary(_dir, with_verdict=False)
-    _total = int(_summary.meta.get("total_steps") or 0)
-    session.update(
-        mode="detached", run_dir=_dir, pid=_summary.meta.get("pid"), launched=None, written_cadences={}, trainer=None
-    )
-    session["commands"].put(("follow", (_dir, _total)))
-    mo.md(f"Following {charts.safe_text(_dir)}")
-    return
-
-
-@app.cell
-def _(cadences, session, write_control):
-    # Moving a cadence slider during a run writes the run's control file; the trainer (in-process or
-    # detached) picks it up after its current step. Only changed keys are written.
-    _changes = {
-        k: int(v) for k, v in cadences.value.items() if session["written_cadences"].get(k, None) != int(v)
-    }
-    _active = session["busy"] or session["mode"] == "detached" or session["trainer"] is not None
-    if session["run_dir"] is not None and _changes and _active:
-        write_control(session["run_dir"], **_changes)
-        session["written_cadences"].update(_changes)
-    return
-
-
-@app.cell
-def _(charts, get_progress, mo, session):
-    _p = get_progress()
-    _live = session["live"]
-    if _live is not None:
-        _live.poll()
-    _parts = [mo.Html(charts.progress_html(_p["step"], _p["total"], _p["eta"], _p["status"]))]
-    if session["run_dir"] is not None:
-        _parts.append(mo.md(f"run directory: {charts.safe_text(session['run_dir'])}"))
-    if _live is not None:
-        _alerts = charts.alert_table(_live.table)
-        if len(_alerts):
-            _lines = [
-                f"- step {int(r.step)} **{charts.safe_text(r.severity)}** {charts.safe_text(r.rule)}: "
-                f"{charts.safe_text(r.message)}"
-                for r in _alerts.tail(3).itertuples()
-            ]
-            _parts.append(
-                mo.callout(mo.md(f"**{len(_alerts)} alert(s)**, latest:\n\n" + "\n".join(_lines)), kind="danger")
-            )
+        _parts.append(mo.callout(mo.md(f"**{len(_alerts)} alert(s)**, latest:\n\n" + "\n".join(_lines)), kind="danger"))
     mo.vstack(_parts)
-    return
+    return (view,)
 
 
-@app.cell
-def _(charts, get_progress, mo, session):
-    get_progress()
-    _live = session["live"]
-    mo.stop(_live is None, mo.md("Charts appear once a run starts."))
+@app.cell(hide_code=True)
+def _(charts, get_rows, mo, session):
+    # Redrawn only when new metrics arrived (building the charts costs the CPU the trainer is using).
+    _table = session.table
+    mo.stop(_table is None or not get_rows(), mo.md("Charts appear once a run logs its first metrics."))
     mo.vstack(
         [
-            charts.group_chart(_live.table, "optimisation", smoothing=0.6, max_points=400),
-            charts.early_warning_charts(_live.table, max_points=400),
+            charts.group_chart(_table, "optimisation", smoothing=0.6, max_points=400),
+            charts.early_warning_charts(_table, max_points=400),
         ]
     )
     return
 
 
-@app.cell
-def _(charts, get_progress, mo, session):
-    get_progress()
-    _trainer = session["trainer"]
-    _image = charts.current_mask_overlay(_trainer, session["run_dir"])
-    mo.stop(_image is None)
-    mo.vstack([mo.md("Current batch: context (visible) and target blocks"), mo.image(_image, width=512)])
+@app.cell(hide_code=True)
+def _(mo, session, view):
+    _png = session.mask_overlay() if not view.idle else None
+    mo.stop(_png is None)
+    mo.vstack([mo.md("Current batch: context (visible) and target blocks"), mo.image(_png, width=512)])
     return
 
 

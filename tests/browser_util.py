@@ -122,3 +122,16 @@ def server(cmd: list[str], port: int, cwd: Path = REPO, log: Path | None = None,
 def marimo_run_cmd(notebook: str, port: int, *args: str) -> list[str]:
     return [sys.executable, "-m", "marimo", "run", str(REPO / "notebooks" / notebook), "--headless",
             "--port", str(port), "--host", "127.0.0.1", "--no-token", "--", *args]
+
+
+def marimo_edit_cmd(notebook: str, port: int, *args: str) -> list[str]:
+    """`marimo edit notebooks/NOTEBOOK`, the way the README opens the workbench (no browser, no token)."""
+    return [sys.executable, "-m", "marimo", "edit", str(REPO / "notebooks" / notebook), "--headless",
+            "--port", str(port), "--host", "127.0.0.1", "--no-token", "--skip-update-check", "--", *args]
+
+
+def default_marimo_env(home: Path) -> dict[str, str]:
+    """Environment for a marimo server with marimo's default user configuration: a fresh HOME and XDG config
+    folder, so no personal marimo.toml applies; only the project's pyproject [tool.marimo] does."""
+    (home / ".config").mkdir(parents=True, exist_ok=True)
+    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}

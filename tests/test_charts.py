@@ -154,35 +154,8 @@ def test_overlay_frame_names_runs_as_given_and_respects_budget() -> None:
     assert len(frame) <= charts.ROWS_PER_DATASET
 
 
-def test_safe_text_and_progress_html_escape_markup() -> None:
+def test_safe_text_escapes_markup() -> None:
     assert charts.safe_text(XSS) == "&lt;img src=x onerror=window.__xss=1&gt;"
-    html = charts.progress_html(5, 10, 65.0, XSS)
-    assert "<img" not in html and "step 5 / 10" in html and "ETA 1m05s" in html
-
-
-def test_current_mask_overlay_falls_back_to_artifacts(tmp_path) -> None:
-    assert charts.current_mask_overlay(None, None) is None
-    assert charts.current_mask_overlay(None, tmp_path) is None
-    (tmp_path / "artifacts").mkdir()
-    (tmp_path / "artifacts" / "masks_0000010.png").write_bytes(b"\x89PNG fake")
-    assert charts.current_mask_overlay(None, tmp_path) == b"\x89PNG fake"
-
-
-def test_current_mask_overlay_draws_an_in_process_trainers_batch() -> None:
-    import io
-
-    import torch
-    from PIL import Image
-
-    from jepa_core.masks import MaskBatch
-
-    images = torch.randint(0, 255, (6, 3, 16, 16), dtype=torch.uint8)
-    masks = MaskBatch(context_idx=torch.arange(8).repeat(6, 1), target_idx=torch.arange(12, 16).view(1, 1, 4).repeat(6, 1, 1))
-    trainer = SimpleNamespace(last_batch=(images, masks),
-                              cfg=SimpleNamespace(model=SimpleNamespace(patch_size=4)))
-    png = charts.current_mask_overlay(trainer, None, count=4)
-    picture = Image.open(io.BytesIO(png))
-    assert picture.format == "PNG" and picture.width > picture.height  # a row of 4 overlays
 
 
 def test_short_series_get_point_marks_long_ones_do_not() -> None:

@@ -23,6 +23,17 @@ def load_app(name: str):
     return module.app
 
 
+def decoded(page: str) -> str:
+    """An exported page's text with the layers of escaping undone (JSON, then HTML, nested outputs)."""
+    import html
+    import re
+
+    for _ in range(6):
+        page = re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), page)
+        page = html.unescape(page.replace("\\\\", "\\").replace("&#92;", "\\"))
+    return page
+
+
 @pytest.fixture()
 def xss_run(tmp_path: Path) -> Path:
     """A synthetic run whose name and alert message carry an HTML payload."""
@@ -55,11 +66,28 @@ def test_train_notebook_builds_a_valid_config_without_training(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     _, defs = load_app("train").run()
-    session = defs["session"]
-    preset_name, overrides, cfg = session["pending"]
-    assert preset_name == "tiny" and cfg.diagnostics == preset("tiny").diagnostics
-    assert session["trainer"] is None and not session["busy"]
+    plan = defs["plan"]
+    assert plan.preset == "tiny" and plan.cfg.diagnostics == preset("tiny").diagnostics
+    view = defs["session"].view()
+    assert view.idle and not view.busy and defs["view"].status == "idle"
     assert not (tmp_path / "runs").exists()  # nothing is written until Start is pressed
+
+
+def test_every_notebook_cell_hides_its_code() -> None:
+    """`marimo edit` then shows the workbench, each cell's code one click away (its faded first line)."""
+    for name in ("train", "monitor", "report"):
+        source = (NOTEBOOKS / f"{name}.py").read_text()
+        assert source.count("@app.cell(hide_code=True)") == source.count("@app.cell"), name
+
+
+def test_the_project_config_opens_notebooks_ready() -> None:
+    """pyproject's [tool.marimo] runs every cell on open and keeps the workbench reactive, whatever a personal
+    marimo.toml says (the project's settings override the user's)."""
+    from marimo._config.manager import get_default_config_manager
+
+    config = get_default_config_manager(current_path=str(NOTEBOOKS / "train.py")).get_config()
+    assert config["runtime"]["auto_instantiate"] is True
+    assert config["runtime"]["on_cell_change"] == "autorun"
 
 
 @pytest.mark.parametrize("name", ["report", "monitor"])
@@ -74,12 +102,14 @@ def test_export_report_writes_escaped_html(xss_run: Path, tmp_path: Path) -> Non
     assert report.export_report(xss_run, out) == 0
     page = out.read_text()
     assert "cdn.jsdelivr.net" in page  # the plain export loads marimo's frontend from its CDN
-    # The header names the run HTML-escaped (&lt; inside marimo's JSON-encoded output), never as markup.
-    assert "Run report: \\u0026lt;img src=x onerror=window.__xss=1\\u0026gt;" in page
+    assert 'id="jepa-report-note"' in page and "needs internet" in page  # said instead of a blank page
+    # The header names the run as character references (inside marimo's JSON-encoded output), never as markup.
+    assert "Run report: \\u0026#60;img src\\u0026#61;x onerror" in page
     assert "<img src=x" not in page
 
 
-def test_export_report_offline_bundle_has_no_cdn_urls(xss_run: Path, tmp_path: Path) -> None:
+def test_export_report_offline_bundle_has_no_cdn_urls(xss_run: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture) -> None:
     assert report.report_main([str(xss_run), "-o", str(tmp_path / "bundle.html"), "--offline"]) == 0
     bundle = tmp_path / "bundle"
     page = (bundle / "index.html").read_text()
@@ -87,15 +117,36 @@ def test_export_report_offline_bundle_has_no_cdn_urls(xss_run: Path, tmp_path: P
     entry = page.split('type="module" crossorigin src="./', 1)[1].split('"', 1)[0]
     assert (bundle / entry).is_file()
     assert (bundle / "favicon.ico").is_file()
+    serve = f"python3 -m http.server -d {bundle.resolve()} 8000"
+    assert serve in (bundle / "README.txt").read_text()  # the folder says how to open it
+    assert 'location.protocol === "file:"' in page and "Serve this folder" in page
+    assert serve in capsys.readouterr().out  # and so does the command
+
+
+def test_report_of_a_damaged_run_renders_and_names_the_damaged_files(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    run = write_synthetic_run(tmp_path / "damaged")
+    (run / "config.toml").write_bytes(b"[model\n\xff")  # neither TOML nor UTF-8
+    (run / "meta.json").write_text("{not json")
+    code = report.report_main([str(run), "-o", str(tmp_path / "damaged.html")])
+    assert code == 0
+    text = decoded((tmp_path / "damaged.html").read_text())
+    assert "Some of this run's files could not be read" in text
+    assert "damaged/config.toml: not valid UTF-8" in text and "damaged/meta.json: malformed JSON" in text
+    monkeypatch.setenv("JEPA_RUN", str(run))
+    _, defs = load_app("report").run()  # in process too: the header, the charts and the warning
+    assert len(defs["problems"]) == 2 and defs["summary"].steps == 200
 
 
 def test_export_report_propagates_a_failed_cell(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    run = write_synthetic_run(tmp_path / "broken")
-    (run / "config.toml").write_text("[model\n")  # load_run_summary raises in the notebook
-    code = report.report_main([str(run), "-o", str(tmp_path / "broken.html")])
+    failing = tmp_path / "failing.py"
+    failing.write_text('import marimo\napp = marimo.App()\n\n\n@app.cell\ndef _():\n    raise RuntimeError("boom")\n'
+                       '    return\n')
+    run = write_synthetic_run(tmp_path / "run")
+    code = report.export_report(run, tmp_path / "failed.html", notebook=failing)
     assert code != 0
-    assert (tmp_path / "broken.html").is_file()  # marimo still writes the page
-    assert "cell failed" in capsys.readouterr().err
+    assert (tmp_path / "failed.html").is_file()  # marimo still writes the page
+    assert "boom" in capsys.readouterr().err
 
 
 def test_report_main_rejects_a_missing_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -1,0 +1,15 @@
+"""The workbench behind the notebooks: what `notebooks/train.py` and `notebooks/monitor.py` drive, in plain modules.
+
+It owns:
+- `session`: `TrainingSession`, the train notebook's state machine (start an in-process trainer on a thread, Step N,
+  Stop, launch a detached `jepa train`, list running runs and reattach, follow, live cadence changes, progress and
+  phase, the current action's message, a consistent batch for the mask overlay);
+- `plan`: the config form's values turned into a validated `Plan` (preset, overrides, Config);
+- `detached`: starting `python -m jepa_core.train` in its own session, its log under `<runs_dir>/.logs/`;
+- `live`: `LiveRun`, one run kept up to date by reading only the bytes appended to its metrics.jsonl;
+- `markup`: the one escaper for text put into `mo.md` (markdown and HTML), and the report header in markdown;
+- `panel`: the progress panel's HTML and the mask overlay picture.
+
+It may import the rest of `jepa_core` (config, train, control, follower, stream, rundir, run, runs, charts, artifacts)
+and the standard library; nothing in `jepa_core` outside this package imports it. Notebooks only wire widgets to it.
+"""

@@ -1,0 +1,72 @@
+"""The train notebook's config form turned into a validated `Plan`: what Start, Step N and Launch detached use."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from jepa_core.config import Config, apply_overrides, preset, validate
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A preset plus `section.key=value` overrides, and the Config they give (validated)."""
+
+    preset: str
+    overrides: tuple[str, ...]
+    cfg: Config
+
+    @property
+    def name(self) -> str:
+        """The run name the user typed ("" means a timestamp is picked when the run starts)."""
+        return self.cfg.logging.name or ""
+
+    @property
+    def cadences(self) -> dict[str, int]:
+        return {k: int(v) for k, v in vars(self.cfg.diagnostics).items() if k.endswith("_every_steps")}
+
+    def fresh_config(self) -> Config:
+        """A private copy for one trainer: a trainer edits its config (cadence changes) while it runs."""
+        return copy.deepcopy(self.cfg)
+
+    def cli_overrides(self) -> list[str]:
+        """The overrides for `jepa train --set`, without the name (passed as --name)."""
+        return [o for o in self.overrides if not o.startswith("logging.name=")]
+
+
+def form_overrides(values: Mapping[str, Any]) -> list[str]:
+    """`section.key=value` strings (TOML values) for `apply_overrides` or `jepa train --set`.
+
+    JSON spells numbers, booleans, strings and lists the way TOML does, so json.dumps is the encoder.
+    """
+    out = []
+    for key, value in values.items():
+        if "." not in key:
+            raise ValueError(f"override key {key!r} must be section.key")
+        if isinstance(value, tuple):
+            value = list(value)
+        out.append(f"{key}={json.dumps(value)}")
+    return out
+
+
+def plan_from_form(form: Mapping[str, Any], cadences: Mapping[str, Any] = (),
+                   faults: Mapping[str, Any] = (), extra: Mapping[str, Any] = ()) -> Plan:
+    """The plan for the form's values; raises ValueError (ConfigError) naming the bad key.
+
+    `form` holds "preset" and `section.key` values; an empty "data.path" is dropped for the built-in dataset;
+    `cadences` are `*_every_steps` values (diagnostics section); `extra` adds overrides (tests: a tmp runs_dir).
+    """
+    values = {k: v for k, v in dict(form).items() if k != "preset"}
+    if values.get("data.dataset", "shapes") == "shapes":
+        values.pop("data.path", None)
+    if "optim.lr" in values:
+        values["optim.lr"] = float(values["optim.lr"])
+    values.update({f"diagnostics.{k}": int(v) for k, v in dict(cadences).items()})
+    values.update(dict(faults))
+    values.update(dict(extra))
+    name = str(dict(form).get("preset", "tiny"))
+    overrides = form_overrides(values)
+    cfg = validate(apply_overrides(preset(name), overrides))
+    return Plan(preset=name, overrides=tuple(overrides), cfg=cfg)
