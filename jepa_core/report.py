@@ -40,6 +40,8 @@ border:2px solid #e45756;border-radius:6px;line-height:1.5">{text}</div>
   function blank() {{ return !document.getElementById("root").children.length; }}
   function show() {{ if (blank()) note.style.display = "block"; }}
   if ({immediately}) show(); else setTimeout(show, 15000);
+  // A frontend script that cannot load (no internet for the CDN) says so at once, not after the timeout.
+  window.addEventListener("error", function (e) {{ if (e.target && e.target.tagName === "SCRIPT") show(); }}, true);
 }})();</script>
 """
 _CDN_NOTE = ("<b>This report could not load marimo's frontend</b> from cdn.jsdelivr.net. The single-file report "

@@ -292,6 +292,22 @@ def test_offline_report_renders_with_the_network_cut(browser, xss_run: Path, tmp
     page.close()
 
 
+def test_single_file_report_without_internet_says_why_it_is_blank(browser, xss_run: Path, tmp_path: Path) -> None:
+    assert report.export_report(xss_run, tmp_path / "single" / "report.html") == 0
+    port = free_port()
+    folder = tmp_path / "single"
+    cmd = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(folder)]
+    with server(cmd, port, cwd=tmp_path) as url:
+        context = browser.new_context(viewport=VIEWPORT)
+        context.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url) else route.abort())
+        page = context.new_page()
+        page.goto(f"{url}/report.html")
+        note = page.locator("#jepa-report-note")
+        note.wait_for(state="visible", timeout=20_000)  # the CDN is unreachable: the page says so
+        assert "needs internet" in note.inner_text() and "--offline" in note.inner_text()
+        context.close()
+
+
 def test_monitor_follows_a_live_run(browser, tmp_path: Path) -> None:
     import socket
 

@@ -138,6 +138,19 @@ def test_report_of_a_damaged_run_renders_and_names_the_damaged_files(tmp_path: P
     assert len(defs["problems"]) == 2 and defs["summary"].steps == 200
 
 
+def test_monitor_notebook_opens_a_damaged_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = write_synthetic_run(tmp_path / "damaged")
+    (run / "meta.json").write_text("[1, 2]")  # JSON, but not an object
+    (run / "config.toml").write_text("[model\n")
+    monkeypatch.setenv("JEPA_RUN", str(run))
+    monkeypatch.chdir(tmp_path)
+    _, defs = load_app("monitor").run()
+    assert [r.name for r in defs["selected"]] == ["damaged"]
+    assert defs["tables"]["damaged"].scalars["step"].max() == 200
+    (found,) = defs["found"]
+    assert found.status == "unknown" and found.problems[0].endswith("meta.json: expected a JSON object, got list")
+
+
 def test_export_report_propagates_a_failed_cell(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     failing = tmp_path / "failing.py"
     failing.write_text('import marimo\napp = marimo.App()\n\n\n@app.cell\ndef _():\n    raise RuntimeError("boom")\n'

@@ -49,6 +49,7 @@ class TrainingSession:
         self._publisher = Publisher(on_change, watch, publish_every)
         self._poll_every = poll_every
         self._lock = threading.RLock()
+        self._poll_lock = threading.Lock()  # one reader of the followed stream at a time (the follower keeps offsets)
         self._idle = threading.Event()  # set while no job runs
         self._idle.set()
         self._stop = threading.Event()  # the in-process trainer's stop_event
@@ -272,8 +273,7 @@ class TrainingSession:
                 return
             self._trainer = trainer if status == words.PAUSED else None
             self._step = int(trainer.last_step)
-            if self._live is not None:
-                self._live.poll()
+            self._poll_live()
             if message is None:
                 message = f"{status} at step {self._step} of {self._total}" + (
                     ": Step N goes on, Start trains to the end, Stop ends the run." if status == words.PAUSED else ".")
@@ -282,9 +282,7 @@ class TrainingSession:
     def _watch_in_process(self) -> None:
         """Follow the in-process run's stream and phase until its job ends (the trainer's thread is busy)."""
         while not self._idle.wait(self._poll_every):
-            live = self._live
-            if live is not None:
-                live.poll()
+            self._poll_live()
             self._publish()
         self._publish(force=True)
 
@@ -294,8 +292,7 @@ class TrainingSession:
             path = self._run_dir
             if self._live is None and (path / "meta.json").is_file():
                 self._live = LiveRun(path)
-            if self._live is not None:
-                self._live.poll()
+            self._poll_live()
             info = run_info(path)
             with self._lock:
                 ended = self._follow_step(info)
@@ -373,6 +370,12 @@ class TrainingSession:
         self._mode, self._run_dir, self._total = mode, run_dir, int(total)
         if run_dir is None:
             self._step = 0
+
+    def _poll_live(self) -> None:
+        live = self._live
+        if live is not None:
+            with self._poll_lock:
+                live.poll()
 
     def _flush_cadences(self) -> None:
         path = self._run_dir
