@@ -90,7 +90,7 @@ def test_the_project_config_opens_notebooks_ready() -> None:
     assert config["runtime"]["on_cell_change"] == "autorun"
 
 
-@pytest.mark.parametrize("name", ["report", "monitor"])
+@pytest.mark.parametrize("name", ["report", "monitor", "train"])
 def test_notebook_runs_as_a_script(name: str, xss_run: Path) -> None:
     result = subprocess.run([sys.executable, str(NOTEBOOKS / f"{name}.py"), "--run", str(xss_run)],
                             capture_output=True, text=True, timeout=300, cwd=xss_run.parent)
