@@ -1,4 +1,4 @@
-"""`jepa` command: train, doctor, report. Each subcommand lives in its own module; this only dispatches."""
+"""`jepa` command: train, check, doctor, report. Each subcommand lives in its own module; this only dispatches."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ USAGE = """usage: jepa <command> [options]
 
 commands:
   train    train headless and write a run directory      (jepa train --help)
+  check    pre-flight a run without training it           (jepa check [--config FILE] [--set ...])
   doctor   health verdict and alerts of a run             (jepa doctor RUN [--json])
   report   export a run's read-only HTML report           (jepa report RUN -o FILE.html [--offline])
 """
@@ -52,6 +53,10 @@ def _dispatch(argv: list[str]) -> int:
         from jepa_core.train import main as train_main
 
         return train_main(rest)
+    if command == "check":
+        from jepa_core.check import check_main
+
+        return check_main(rest)
     if command == "doctor":
         from jepa_core.doctor import doctor_main
 

@@ -7,13 +7,14 @@ seeded permutation, and kNN has no randomness.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["MIN_LABELLED_IMAGES", "extract_features", "knn_accuracy", "linear_probe", "evaluate"]
+__all__ = ["MIN_LABELLED_IMAGES", "extract_features", "knn_accuracy", "linear_probe", "labelled_order",
+           "score_features", "evaluate"]
 
 # The probe-train and probe-val halves need two images each; config validation checks data.num_heldout against it.
 MIN_LABELLED_IMAGES = 4
@@ -22,7 +23,7 @@ MIN_LABELLED_IMAGES = 4
 @torch.no_grad()
 def extract_features(
     encoder: nn.Module,
-    images_uint8: Tensor,
+    images_uint8: Tensor | Iterable[Tensor],
     preprocess: Callable[[Tensor], Tensor],
     batch_size: int = 256,
     device: torch.device | str = "cpu",
@@ -32,7 +33,9 @@ def extract_features(
 
     ``F = D`` (mean of the encoder's tokens) when ``spatial_grid == 0``; with ``spatial_grid = g > 0`` the mean is
     followed by the tokens average-pooled onto a ``g x g`` grid, ``F = D * (1 + g * g)``. ``preprocess`` receives
-    a uint8 batch already on ``device`` and returns the encoder's float input.
+    a uint8 batch already on ``device`` and returns the encoder's float input. ``images_uint8`` is either one
+    tensor, cut into ``batch_size`` batches here, or an iterable of uint8 batches (a data loader over a held-out
+    split that is never held whole): only the pooled features are kept.
     """
     if batch_size < 1:
         raise ValueError(f"extract_features: batch_size must be at least 1, got {batch_size}")
@@ -42,9 +45,13 @@ def extract_features(
     encoder.eval()
     chunks: list[Tensor] = []
     try:
-        for first in range(0, images_uint8.shape[0], batch_size):
-            batch = images_uint8[first : first + batch_size].to(device, non_blocking=True)
-            tokens = encoder(preprocess(batch)).float()  # [B, N, D]
+        if isinstance(images_uint8, Tensor):
+            batches: Iterable[Tensor] = (images_uint8[first : first + batch_size]
+                                         for first in range(0, images_uint8.shape[0], batch_size))
+        else:
+            batches = images_uint8
+        for batch in batches:
+            tokens = encoder(preprocess(batch.to(device, non_blocking=True))).float()  # [B, N, D]
             chunks.append(_pool_tokens(tokens, spatial_grid).cpu())
     finally:
         encoder.train(was_training)
@@ -168,16 +175,30 @@ def evaluate(
         raise ValueError(
             f"evaluate: {heldout_images.shape[0]} held-out images but labels of shape {tuple(heldout_labels.shape)}"
         )
-    labelled = (heldout_labels >= 0).nonzero().flatten()
-    if labelled.numel() == 0:
+    order = labelled_order(heldout_labels, seed)
+    if order is None:
         return {}
+    features = extract_features(encoder, heldout_images[order], preprocess, batch_size, device, spatial_grid)
+    return score_features(features, heldout_labels[order], knn_k, probe_epochs, seed)
+
+
+def labelled_order(labels: Tensor, seed: int = 0) -> Tensor | None:
+    """The labelled held-out indices in a seeded random order (the first half trains the probe), or None when no
+    image is labelled. ValueError when there are too few for a probe."""
+    labelled = (labels >= 0).nonzero().flatten()
+    if labelled.numel() == 0:
+        return None
     if labelled.numel() < MIN_LABELLED_IMAGES:
         raise ValueError(f"evaluate: need at least {MIN_LABELLED_IMAGES} labelled held-out images, "
                          f"got {labelled.numel()}")
-    order = labelled[torch.randperm(labelled.numel(), generator=torch.Generator().manual_seed(seed))]
-    features = extract_features(encoder, heldout_images[order], preprocess, batch_size, device, spatial_grid)
-    labels = heldout_labels[order].long()
-    half = order.numel() // 2
+    return labelled[torch.randperm(labelled.numel(), generator=torch.Generator().manual_seed(seed))]
+
+
+def score_features(features: Tensor, labels: Tensor, knn_k: int = 20, probe_epochs: int = 100,
+                   seed: int = 0) -> dict[str, float]:
+    """kNN and linear probe on features in `labelled_order`: the first half is probe-train, the rest probe-val."""
+    labels = labels.long()
+    half = features.shape[0] // 2
     train_x, val_x, train_y, val_y = features[:half], features[half:], labels[:half], labels[half:]
     train_acc, val_acc = linear_probe(train_x, train_y, val_x, val_y, epochs=probe_epochs, seed=seed)
     return {

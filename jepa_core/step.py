@@ -6,6 +6,9 @@ The step reads one boolean back from the device, on purpose: whether the loss an
 non-finite gradient would poison every weight and both Adam moments, so that update is not taken (as AMP's
 GradScaler skips one) and the caller learns it from `StepOutput.finite`; the weights stay the last finite state.
 Everything else stays on the device: the diagnostics read the returned detached tensors at their cadence.
+On CUDA the optimizer is fused AdamW (one kernel per parameter group), and with `runtime.compile` the trainer passes
+torch.compile'd modules as `online` and `target_encoder` (they share the parameters of `model`). A `PhaseTimer`,
+passed at the logging cadence only, marks forward+backward, optimizer and EMA (CUDA events: no extra sync).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from torch import nn
 from jepa_core.ema import ema_update_
 from jepa_core.masks import MaskBatch
 from jepa_core.model import JEPA, select_targets
+from jepa_core.runtime import PhaseTimer
 
 
 @dataclass
@@ -71,11 +75,12 @@ class OnlineNetwork(nn.Module):
         return self.predictor(z, context_idx, target_idx), z
 
 
-def target_features(model: JEPA, images: torch.Tensor, track_grad: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def target_features(target_encoder: nn.Module, images: torch.Tensor, track_grad: bool,
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """(raw target-encoder tokens, their parameter-free layer norm): the loss regresses the latter; diagnostics
     read the former, whose norms still carry information."""
     with torch.set_grad_enabled(track_grad):
-        h = model.target_encoder(images)
+        h = target_encoder(images)
         return h, F.layer_norm(h, h.shape[-1:])
 
 
@@ -85,12 +90,13 @@ def regression_loss(pred: torch.Tensor, target: torch.Tensor, kind: str) -> torc
     return F.smooth_l1_loss(pred, target)
 
 
-def _forward_loss(online: nn.Module, model: JEPA, images: torch.Tensor, masks: MaskBatch, s: StepSettings):
+def _forward_loss(online: nn.Module, target_encoder: nn.Module, images: torch.Tensor, masks: MaskBatch,
+                  s: StepSettings):
     """(objective to differentiate, regression loss to log, pred, target, target tokens).
 
     They are one tensor unless the collapse fault is on: its penalty shapes the gradient, as a real collapse's
     cause would, but is no part of the regression loss a user watches (SPEC §8), so it never reaches the log."""
-    tokens, normed = target_features(model, images, track_grad=s.target_gradients)
+    tokens, normed = target_features(target_encoder, images, track_grad=s.target_gradients)
     target = select_targets(normed, masks.target_idx)
     pred, z = online(images, masks.context_idx, masks.target_idx)
     loss = regression_loss(pred.float(), target.float(), s.loss)
@@ -107,13 +113,13 @@ def _split(images: torch.Tensor, masks: MaskBatch, parts: int):
         yield imgs, MaskBatch(context_idx=ctx, target_idx=tgt)
 
 
-def _micro_batch_backward(online, model, images, masks, s, params, autocast):
+def _micro_batch_backward(online, target_encoder, images, masks, s, params, autocast):
     """Gradient of the full batch as the mean of micro-batch gradients, keeping each micro-batch's |g|^2."""
     losses, preds, targets, token_list, sq_norms = [], [], [], [], []
     total = [torch.zeros_like(p) for p in params]
     for imgs, m in _split(images, masks, s.micro_batches):
         with autocast():
-            objective, loss, pred, target, tokens = _forward_loss(online, model, imgs, m, s)
+            objective, loss, pred, target, tokens = _forward_loss(online, target_encoder, imgs, m, s)
         grads = torch.autograd.grad(objective, params, allow_unused=True)
         grads = [torch.zeros_like(p) if g is None else g for g, p in zip(grads, params)]
         sq_norms.append(torch.stack([g.float().pow(2).sum() for g in grads]).sum())
@@ -162,7 +168,12 @@ def train_step(
     global_batch_size: int,
     autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     after_backward: Callable[[], None] | None = None,
+    target_encoder: nn.Module | None = None,
+    timer: PhaseTimer | None = None,
 ) -> StepOutput:
+    """One update. `target_encoder` defaults to `model.target_encoder` (a compiled wrapper of it may be passed);
+    `timer`, when given, is marked after each phase."""
+    target_encoder = model.target_encoder if target_encoder is None else target_encoder
     _set_hyperparameters(optimizer, s.lr, s.wd)
     if s.target_gradients:  # fault: the target's parameters train from now on (the optimizer already holds them)
         model.target_encoder.requires_grad_(True)
@@ -171,21 +182,26 @@ def train_step(
     optimizer.zero_grad(set_to_none=True)
     micro = None
     if s.micro_batches > 1:
-        loss, pred, target, tokens, micro = _micro_batch_backward(online, model, images, masks, s, params, autocast)
+        loss, pred, target, tokens, micro = _micro_batch_backward(online, target_encoder, images, masks, s, params,
+                                                                  autocast)
     elif s.rank_grad_norms:
         with online.no_sync():  # the forward too: DDP decides at forward time whether backward all-reduces
             with autocast():
-                objective, loss, pred, target, tokens = _forward_loss(online, model, images, masks, s)
+                objective, loss, pred, target, tokens = _forward_loss(online, target_encoder, images, masks, s)
             objective.backward()
         micro = _average_rank_gradients(params)
         loss = loss.detach()
     else:
         with autocast():
-            objective, loss, pred, target, tokens = _forward_loss(online, model, images, masks, s)
+            objective, loss, pred, target, tokens = _forward_loss(online, target_encoder, images, masks, s)
         objective.backward()
         loss = loss.detach()
+    if timer is not None:
+        timer.mark("forward_backward")
     if after_backward is not None:
         after_backward()
+        if timer is not None:
+            timer.mark("diagnostics")
     max_norm = s.grad_clip if s.grad_clip > 0 else float("inf")
     grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
     # Under DDP a rank's non-finite loss makes the all-reduced gradient, hence every rank's norm, non-finite too:
@@ -193,8 +209,12 @@ def train_step(
     finite = bool(torch.isfinite(loss).logical_and(torch.isfinite(grad_norm)))
     if finite:
         optimizer.step()
-        if s.update_target:
-            ema_update_(model.target_encoder, model.context_encoder, s.ema_tau)
+    if timer is not None:
+        timer.mark("optimizer")
+    if finite and s.update_target:
+        ema_update_(model.target_encoder, model.context_encoder, s.ema_tau)
+    if timer is not None:
+        timer.mark("ema")
     return StepOutput(
         step=step,
         batch_size=global_batch_size,
@@ -214,8 +234,10 @@ def train_step(
     )
 
 
-def build_optimizer(model: JEPA, betas: tuple[float, float], extra_params: list[nn.Parameter] = ()) -> torch.optim.AdamW:
-    """AdamW with two groups: matrices decay, vectors (norms, biases, mask token) do not."""
+def build_optimizer(model: JEPA, betas: tuple[float, float], extra_params: list[nn.Parameter] = (),
+                    fused: bool = False) -> torch.optim.AdamW:
+    """AdamW with two groups: matrices decay, vectors (norms, biases, mask token) do not. `fused` (CUDA only: the
+    trainer asks for it there) updates every parameter of a group in one kernel instead of a loop of small ones."""
     decay, no_decay = [], []
     for module in (model.context_encoder, model.predictor):
         for p in module.parameters():
@@ -223,4 +245,6 @@ def build_optimizer(model: JEPA, betas: tuple[float, float], extra_params: list[
                 (decay if p.ndim >= 2 else no_decay).append(p)
     decay.extend(extra_params)
     groups = [{"params": decay, "decay": True}, {"params": no_decay, "decay": False}]
+    if fused:
+        return torch.optim.AdamW(groups, lr=0.0, betas=betas, fused=True)
     return torch.optim.AdamW(groups, lr=0.0, betas=betas)

@@ -2,12 +2,13 @@
 
 Read top to bottom: `Trainer.__init__` sets everything up (every error is raised before the run directory exists),
 `Trainer.run` loops `Trainer.step_once`, and `main` is the headless entry point (`jepa train`, `torchrun -m
-jepa_core.train`). Schedules and batches are pure functions of the step, so resume needs no replay.
+jepa_core.train`). Schedules and batches are pure functions of the step, so resume needs no replay. Batches come
+from `jepa_core.data` (DataLoader workers decode, crop and mask them ahead of the step); this process only moves
+them to the device.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 import threading
@@ -20,22 +21,24 @@ import torch
 from jepa_core import distributed
 from jepa_core.checkpoint import (CheckpointError, clean_checkpoint_dir, find_resume_checkpoint, prune_checkpoints,
                                   save_checkpoint)
-from jepa_core.config import (Config, ConfigError, DiagnosticsConfig, apply_overrides, config_to_dict, load_config,
-                              preset, validate)
+from jepa_core.config import Config, DiagnosticsConfig, config_to_dict, validate
 from jepa_core.console import format_console_line, terminal_safe
 from jepa_core.control import ControlError, ControlWatcher, read_control, write_control
-from jepa_core.data import DataError, batch_indices, build_datasets, epoch_of_step, normalize_images
+from jepa_core.data import (Batch, ImageDataset, datasets_for, epoch_of_step, mask_generator,
+                            normalize_images, train_feed_for)
 from jepa_core.ema import ema_momentum
 from jepa_core.evaluation import run_evaluation
 from jepa_core.instrument import Instrumentation
-from jepa_core.masks import MaskBatch, MaskSampler, leak_targets
+from jepa_core.masks import MaskBatch
 from jepa_core.model import JEPA
 from jepa_core.rules import RuleEngine
 from jepa_core.run import status as run_status
 from jepa_core.run.atomic import atomic_file, remove_stale_temp_files
-from jepa_core.run.lock import RunLock, RunLockedError
+from jepa_core.run.lock import RunLock
 from jepa_core.run.signals import GracefulStop
-from jepa_core.rundir import RunPaths, create_run, load_run_config, set_status, start_meta
+from jepa_core.rundir import RunPaths, create_run, set_status, start_meta
+from jepa_core.runtime import (CompileWarmup, PhaseTimer, StepProfiler, autocast_for, compile_module,
+                               phase_metrics, resolve_device)
 from jepa_core.schedules import cosine_schedule, warmup_cosine
 from jepa_core.sinks import JsonlSink, MetricLogger, TensorBoardSink, TrackioSink, WandbSink
 from jepa_core.step import OnlineNetwork, StepOutput, StepSettings, build_optimizer, train_step
@@ -43,14 +46,8 @@ from jepa_core.stream import iter_rows
 
 MetricsCallback = Callable[[int, dict], None]
 CONTROL_SYNC_EVERY = 10  # under DDP, rank 0 shares control-file changes and stop decisions this often
-
-
-def resolve_device(name: str, local_rank: int = 0) -> torch.device:
-    if name == "auto":
-        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"runtime.device = {name!r} but CUDA is not available on this machine")
-    return torch.device(name)
+SKIP_WARNINGS = 20  # unreadable images named one by one on stderr; after that only counted (data/skipped_images)
+step_generator = mask_generator  # the mask randomness of (seed, step, rank): see jepa_core/data/seeds.py
 
 
 def next_attempt(metrics_path: Path) -> int:
@@ -60,14 +57,9 @@ def next_attempt(metrics_path: Path) -> int:
     return 1 + max((int(row.get("attempt", 0)) for row in iter_rows(metrics_path)), default=0)
 
 
-def step_generator(seed: int, step: int, rank: int = 0) -> torch.Generator:
-    """Mask randomness for one step, derived from (seed, step, rank) alone: resume is exact without saved RNG."""
-    return torch.Generator().manual_seed((seed * 1_000_003 + step) * 131 + rank)
-
-
 class Trainer:
     def __init__(self, cfg: Config, run_dir: str | Path | None = None, resume: bool = False,
-                 quiet: bool = False, progress: bool | None = None):
+                 quiet: bool = False, progress: bool | None = None, profile_steps: tuple[int, int] | None = None):
         validate(cfg)
         self.cfg = cfg
         self.quiet = quiet
@@ -75,13 +67,13 @@ class Trainer:
         if cfg.runtime.num_threads:
             torch.set_num_threads(cfg.runtime.num_threads)
         self.device = resolve_device(cfg.runtime.device, self.dist.local_rank)
-        d, m = cfg.data, cfg.model
-        self.train_set, self.heldout = build_datasets(d.dataset, d.path, m.img_size, d.num_classes, d.num_train,
-                                                      d.num_heldout, d.heldout_fraction, cfg.runtime.seed)
-        k = cfg.masks
-        grid = m.img_size // m.patch_size
-        self.mask_sampler = MaskSampler(grid, grid, k.num_targets, tuple(k.target_scale), tuple(k.target_aspect),
-                                        tuple(k.context_scale), tuple(k.context_aspect), k.min_keep)
+        m = cfg.model
+        self.train_set, self.heldout = datasets_for(cfg)  # folder / npz: listed or mapped, no pixels read yet
+        # This rank's batches, read by cfg.data.num_workers processes once the first one is asked for.
+        self.feed = train_feed_for(cfg, self.train_set, self.dist.rank, self.dist.world_size,
+                                   pin_memory=self.device.type == "cuda")
+        self.streamed = not isinstance(self.train_set, ImageDataset)
+        self.skipped_images = 0  # unreadable images replaced in the batches trained on so far (this rank)
 
         torch.manual_seed(cfg.runtime.seed)
         self.model = JEPA(m.img_size, m.patch_size, m.in_chans, m.embed_dim, m.depth, m.num_heads, m.mlp_ratio,
@@ -91,8 +83,15 @@ class Trainer:
             # In the optimizer from the start (resume-safe state layout); they require a grad only once the fault
             # begins (train_step switches requires_grad on at faults.start_step), so the run is healthy before it.
             extra = list(self.model.target_encoder.parameters())
-        self.optimizer = build_optimizer(self.model, (cfg.optim.beta1, cfg.optim.beta2), extra)
+        self.optimizer = build_optimizer(self.model, (cfg.optim.beta1, cfg.optim.beta2), extra,
+                                         fused=self.device.type == "cuda")
         self.online = distributed.wrap(OnlineNetwork(self.model), self.dist, self.device)
+        # What the step calls: compiled wrappers that share the parameters of self.model (checkpoints, diagnostics
+        # and evaluation keep using the plain modules, so evaluation's batch shapes never trigger a recompile).
+        self.step_online, self.step_target = self.online, self.model.target_encoder
+        if cfg.runtime.compile:
+            self.step_online, self.step_target = compile_module(self.online), compile_module(self.model.target_encoder)
+        self.compile_warmup = CompileWarmup(cfg.runtime.compile, cfg.optim.steps)
         self.instrumentation = Instrumentation(self.model, cfg.diagnostics, cfg.optim.steps, self.device,
                                                self.dist.world_size)
         self.rules = RuleEngine(cfg.rules)
@@ -104,6 +103,7 @@ class Trainer:
         self.stop_requested = False  # set by the control file ("stop": true) or a stop signal
         self._stop_event: threading.Event | GracefulStop | None = None  # run()'s stop_event, read at control sync
         self.on_metrics: MetricsCallback | None = None
+        self.profiler: StepProfiler | None = None
         # (uint8 images, masks) of the last batch, replaced as one tuple so that a reader on another thread (the
         # notebook's mask overlay) never pairs one step's images with another step's masks.
         self.last_batch: tuple[torch.Tensor, MaskBatch] | None = None
@@ -118,6 +118,8 @@ class Trainer:
                 self.lock.release()
             raise
         self.logger = self._build_logger()
+        if profile_steps is not None and self.dist.is_main:
+            self.profiler = StepProfiler(*profile_steps, self.paths.root / "traces", self.device)
         if self.dist.is_main and self._stale_stop_request():
             write_control(self.paths.root, stop=False)  # a stop asked of an earlier attempt must not end this one
         self.control = ControlWatcher(self.paths.root) if self.dist.is_main else None
@@ -170,6 +172,7 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.instrumentation.load_state_dict(state.get("instrumentation", {}))
+        self.skipped_images = int(state.get("data", {}).get("skipped_images", 0))
         init = paths.checkpoints / "init.pt"
         if init.is_file():
             try:
@@ -228,48 +231,69 @@ class Trainer:
             target_gradients=faulty and f.target_gradients, collapse_weight=f.collapse_weight if faulty else 0.0)
 
     def batch(self, step: int) -> tuple[torch.Tensor, MaskBatch]:
-        o, world, rank = self.cfg.optim, self.dist.world_size, self.dist.rank
-        idx = batch_indices(len(self.train_set), o.batch_size, step, self.cfg.runtime.seed)
-        idx = idx.chunk(world)[rank]  # each rank trains on its slice of the global batch
-        images = self.train_set.images[idx]
-        gen = step_generator(self.cfg.runtime.seed, step, rank)
-        masks = self.mask_sampler.sample(len(idx), gen)
-        f = self.cfg.faults
-        if f.mask_leak_fraction > 0 and step >= f.start_step:
-            masks = leak_targets(masks, f.mask_leak_fraction, gen)
-        self.last_batch = (images, masks)
-        return images, masks
+        """This rank's (uint8 images, masks) of `step`: a pure function of (seed, step, rank), fault included."""
+        batch = self.feed.get(step)
+        self.last_batch = (batch.images, batch.masks)
+        return batch.images, batch.masks
+
+    def _count_skipped(self, batch: Batch) -> None:
+        """An unreadable image never ends a run: it was replaced in the batch; here it is counted and named."""
+        for what, why in batch.skipped:
+            self.skipped_images += 1
+            if self.dist.is_main and self.skipped_images <= SKIP_WARNINGS:
+                more = " (further ones are only counted, in data/skipped_images)" \
+                    if self.skipped_images == SKIP_WARNINGS else ""
+                self._say_on_stderr(f"warning: step {batch.step + 1}: skipped unreadable image {what}: {why}; "
+                                    f"{self.skipped_images} skipped so far{more}")
 
     # ---------------------------------------------------------------------------------------------------- steps
     def autocast(self) -> contextlib.AbstractContextManager:
-        p = self.cfg.runtime.precision
-        if (p == "auto" and self.device.type == "cuda") or p == "bf16":
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        return autocast_for(self.device, self.cfg.runtime.precision)
 
     def step_once(self) -> dict[str, float]:
         """Run one optimisation step and everything due at it; returns the metrics logged for it."""
         t0 = time.perf_counter()
         s = self.step  # 0-based index of this update; rows are logged at step s + 1
-        images, masks = self.batch(s)
-        images = normalize_images(images).to(self.device, non_blocking=True)
-        masks = MaskBatch(masks.context_idx.to(self.device), masks.target_idx.to(self.device))
+        if self.profiler is not None:
+            self.profiler.step_begins(s + 1)
+        with self._region("data"):  # the wait for the next batch, and its (asynchronous) copy to the device
+            batch = self.feed.get(s)
+            self.last_batch = (batch.images, batch.masks)
+            images = normalize_images(batch.images.to(self.device, non_blocking=True))
+            masks = MaskBatch(batch.masks.context_idx.to(self.device, non_blocking=True),
+                              batch.masks.target_idx.to(self.device, non_blocking=True))
+        if batch.skipped:
+            self._count_skipped(batch)
         t_data = time.perf_counter() - t0
         settings = self.settings(s)
         wants_grads = self.instrumentation.wants_grads(s + 1)
-        out: StepOutput = train_step(
-            s + 1, self.online, self.model, self.optimizer, images, masks, settings, self.cfg.optim.batch_size,
-            autocast=self.autocast,
-            after_backward=(lambda: self.instrumentation.after_backward(s + 1, self.model)) if wants_grads else None)
+        # Phases are timed at the logging cadence only (CUDA events cost nothing, but reading them waits).
+        timer = PhaseTimer(self.device) if (s + 1) % self.instrumentation.cadences["basic_every_steps"] == 0 \
+            else None
+        warmup = self.compile_warmup.before(self.instrumentation)
+        hook = (lambda: self.instrumentation.after_backward(s + 1, self.model)) if wants_grads else None
+        with self._region("train_step"):
+            out: StepOutput = train_step(s + 1, self.step_online, self.model, self.optimizer, images, masks, settings,
+                                         self.cfg.optim.batch_size, autocast=self.autocast, after_backward=hook,
+                                         target_encoder=self.step_target, timer=timer)
         # A refused update (non-finite loss or gradient) is logged at its step with every diagnostic, so the stream
         # shows the failure; the trainer stays at step s, the last finite state, which the final checkpoint keeps.
         self.diverged = not out.finite
-        metrics = self.instrumentation.after_step(out, self.model, time.perf_counter() - t0, t_data,
-                                                  every_group=self.diverged)
+        t_diag = time.perf_counter()
+        with self._region("diagnostics"):
+            metrics = self.instrumentation.after_step(out, self.model, t_diag - t0, t_data,
+                                                      every_group=self.diverged)
+        t_diag = time.perf_counter() - t_diag
+        self.compile_warmup.after(warmup, self.instrumentation, s + 1, metrics)
         if metrics and "loss" in metrics:
             metrics["epoch"] = epoch_of_step(len(self.train_set), self.cfg.optim.batch_size, s + 1)
+            metrics.update(phase_metrics(timer, t_diag))
+            if self.streamed:
+                metrics["data/skipped_images"] = float(self.skipped_images)
         self._report_diagnostic_failures()
         self._emit(s + 1, metrics)
+        if self.profiler is not None:
+            self.profiler.step_ends(s + 1)
         if self.diverged:
             self._print(f"step {s + 1}: non-finite loss or gradient norm; update refused, stopping at the last "
                         f"finite state (step {s})")
@@ -277,6 +301,9 @@ class Trainer:
         self.step = s + 1
         self._after_step()
         return metrics
+
+    def _region(self, name: str) -> contextlib.AbstractContextManager:
+        return self.profiler.region(name) if self.profiler is not None else contextlib.nullcontext()
 
     def _report_diagnostic_failures(self) -> None:
         """A diagnostic that raised is an event row (and one console line per group), never the end of the run."""
@@ -361,7 +388,8 @@ class Trainer:
         self.phase = f"evaluating step {self.step}"
         images, masks = self.last_batch if self.last_batch is not None else (None, None)
         result = run_evaluation(self.model, self.heldout, self.cfg, self.device, self.step,
-                                self.paths.artifacts if self.cfg.eval.artifacts else None, images, masks)
+                                self.paths.artifacts if self.cfg.eval.artifacts else None, images, masks,
+                                on_skipped=self._say_on_stderr)
         self.phase = "training"
         self._emit(self.step, result, reduce=False)  # rank 0 alone evaluates
         return result
@@ -371,7 +399,8 @@ class Trainer:
             return
         self.logger.fsync()  # the stream on disk must cover every step the checkpoint claims
         state = {"step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                 "instrumentation": self.instrumentation.state_dict(), "config": config_to_dict(self.cfg)}
+                 "instrumentation": self.instrumentation.state_dict(), "config": config_to_dict(self.cfg),
+                 "data": {"skipped_images": self.skipped_images}}
         save_checkpoint(self.paths.checkpoints, self.step, state)
         prune_checkpoints(self.paths.checkpoints, keep_last=3)
 
@@ -431,7 +460,11 @@ class Trainer:
         return run_status.RUNNING
 
     def close(self) -> None:
-        """Close every sink, then give the run directory back (the lock is the last thing this trainer holds)."""
+        """Stop the data workers and any trace, close every sink, then give the run directory back (the lock is
+        the last thing this trainer holds)."""
+        self.feed.close()
+        if self.profiler is not None:
+            self.profiler.close(self.last_step)
         if self._progress is not None:
             self._progress.close()
             self._progress = None
@@ -446,53 +479,11 @@ class Trainer:
 # --------------------------------------------------------------------------------------------------------- CLI
 
 
-def build_parser(prog: str = "jepa train") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Train a JEPA model headless and write a run directory.")
-    p.add_argument("--config", type=Path, help="TOML config file (a top-level preset = 'tiny'|'small' picks the base)")
-    p.add_argument("--preset", default=None, help="start from a built-in preset: tiny (CPU) or small (GPU)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="override one config value (TOML syntax), may repeat")
-    p.add_argument("--name", help="run name (directory under logging.runs_dir)")
-    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its latest checkpoint")
-    p.add_argument("--quiet", action="store_true", help="no progress bar or console lines")
-    return p
-
-
-def config_from_args(args: argparse.Namespace) -> Config:
-    if args.resume is not None:
-        if not (args.resume / "config.toml").is_file():
-            raise ConfigError(f"--resume {args.resume}: no config.toml there (is it a run directory?)")
-        cfg = load_run_config(args.resume)
-    elif args.config is not None:
-        if args.preset:
-            raise ConfigError("give either --config or --preset (a config file names its preset itself)")
-        cfg = load_config(args.config)
-    else:
-        cfg = preset(args.preset or "tiny")
-    apply_overrides(cfg, args.overrides)
-    if args.name:
-        cfg.logging.name = args.name
-    return validate(cfg)
-
-
 def main(argv: list[str] | None = None) -> int:
-    """`jepa train`: exit 0 finished, stopped (signal or control file) or stopped_on_alert; 1 diverged; 2 bad input
-    or a run held by another writer. SIGTERM/SIGINT stop gracefully; a second signal ends the process at once."""
-    args = build_parser().parse_args(argv)
-    with GracefulStop() as stop:
-        try:
-            cfg = config_from_args(args)
-            distributed.init_if_needed(cfg.runtime.device)
-            trainer = Trainer(cfg, run_dir=args.resume, resume=args.resume is not None, quiet=args.quiet)
-        except (ConfigError, DataError, CheckpointError, FileExistsError, RunLockedError) as exc:
-            print(f"error: {terminal_safe(str(exc))}", file=sys.stderr)
-            return 2
-        status = trainer.run(stop_event=stop)
-    if trainer.dist.is_main and not args.quiet:
-        kept = f" (last finite state: step {trainer.step})" if status == run_status.DIVERGED else ""
-        print(terminal_safe(f"{status} at step {trainer.last_step}{kept}: {trainer.paths.root}"))
-    distributed.shutdown()
-    return 0 if status in run_status.EXIT_OK else 1
+    """`jepa train` and `python -m jepa_core.train` (see jepa_core/train_cli.py)."""
+    from jepa_core.train_cli import main as train_cli_main
+
+    return train_cli_main(argv)
 
 
 if __name__ == "__main__":

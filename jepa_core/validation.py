@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from jepa_core.config import CADENCE_KEYS, Config, ConfigError, ModelConfig
-from jepa_core.data import IMAGE_EXTENSIONS, heldout_count
+from jepa_core.data import DataError, heldout_count, list_image_folder
 from jepa_core.eval import MIN_LABELLED_IMAGES
 from jepa_core.evaluation import RETRIEVAL_K, RETRIEVAL_QUERIES
 from jepa_core.masks import MaskConfigError, check_mask_config
@@ -110,18 +110,13 @@ def _heldout_minimum(cfg: Config, labelled: bool) -> tuple[int, str]:
 
 
 def _folder_counts(root: Path) -> tuple[int, bool] | None:
-    """(images, labelled) of an image folder, from its listing alone (as data.load_image_folder reads it);
-    None when the loader will reject the folder anyway (it names the problem better)."""
-    def images(folder: Path) -> int:
-        return sum(1 for p in folder.iterdir()
-                   if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in IMAGE_EXTENSIONS)
-
-    if not root.is_dir():
+    """(images, labelled) of an image folder, from the listing the loader itself uses; None when the loader will
+    reject the folder anyway (it names the problem better)."""
+    try:
+        listing = list_image_folder(root)
+    except DataError:
         return None
-    class_dirs = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
-    if class_dirs:
-        return sum(images(d) for d in class_dirs), True
-    return images(root), False
+    return len(listing.files), bool(listing.class_names)
 
 
 def _npz_counts(path: Path) -> tuple[int, bool] | None:
@@ -167,6 +162,25 @@ def _check_heldout(cfg: Config) -> None:
                           f"data.path {d.path}, too few: {why}")
 
 
+MAX_WORKERS = 256  # more DataLoader processes than any machine has cores is a typo, not a plan
+
+
+def _check_pipeline(cfg: Config) -> None:
+    d = cfg.data
+    if not 0 <= d.num_workers <= MAX_WORKERS:
+        raise ConfigError(f"data.num_workers must be between 0 and {MAX_WORKERS}, got {d.num_workers}")
+    if d.prefetch_factor < 1:
+        raise ConfigError(f"data.prefetch_factor must be at least 1 (batches each worker keeps ready), "
+                          f"got {d.prefetch_factor}")
+    lo, hi = d.crop_scale
+    if not 0 < lo <= hi <= 1:
+        raise ConfigError(f"data.crop_scale must be [min, max] with 0 < min <= max <= 1 (fractions of the image "
+                          f"area), got {d.crop_scale}")
+    lo, hi = d.crop_ratio
+    if not 0 < lo <= hi:
+        raise ConfigError(f"data.crop_ratio must be [min, max] aspect ratios with 0 < min <= max, got {d.crop_ratio}")
+
+
 def validate_config(cfg: Config) -> Config:
     _check_values(cfg)
     m, d, k, o = cfg.model, cfg.data, cfg.masks, cfg.optim
@@ -194,6 +208,7 @@ def validate_config(cfg: Config) -> Config:
         _positive(f"data.{name}", getattr(d, name))
     if not 0 < d.heldout_fraction < 1:
         raise ConfigError(f"data.heldout_fraction must be in (0, 1), got {d.heldout_fraction}")
+    _check_pipeline(cfg)
 
     _range_pair("masks.target_scale", k.target_scale, 0.0, 1.0)
     _range_pair("masks.context_scale", k.context_scale, 0.0, 1.0, hi_inclusive=True)

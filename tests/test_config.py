@@ -5,7 +5,7 @@ from jepa_core.config import (CADENCE_KEYS, Config, ConfigError, apply_overrides
 
 
 def test_presets_validate():
-    for name in ("tiny", "small"):
+    for name in ("tiny", "small", "base"):
         validate(preset(name))
     assert preset("tiny").diagnostics.covariance_every_steps < preset("small").diagnostics.covariance_every_steps
 
@@ -51,6 +51,22 @@ BAD_VALUES = [
     ("optim.nonsense=1", "optim.nonsense"),
     ("nosection.key=1", "nosection"),
     ("logging.tensorboard=1", "logging.tensorboard"),
+    # The input pipeline and the GPU path: each bad value names its key before any work starts.
+    ("data.num_workers=-1", "data.num_workers"),
+    ("data.num_workers=1000", "data.num_workers"),
+    ("data.num_workers=2.5", "data.num_workers"),
+    ("data.prefetch_factor=0", "data.prefetch_factor"),
+    ("data.crop_scale=[0.0, 1.0]", "data.crop_scale"),
+    ("data.crop_scale=[0.5, 0.3]", "data.crop_scale"),
+    ("data.crop_scale=[0.3, 1.5]", "data.crop_scale"),
+    ("data.crop_scale=[0.3]", "data.crop_scale"),
+    ("data.crop_ratio=[0.0, 1.0]", "data.crop_ratio"),
+    ("data.crop_ratio=[1.5, 0.75]", "data.crop_ratio"),
+    ("data.crop_ratio=[-1.0, 1.0]", "data.crop_ratio"),
+    ("data.hflip=1", "data.hflip"),
+    ("data.jpeg_draft='yes'", "data.jpeg_draft"),
+    ("runtime.compile=1", "runtime.compile"),
+    ("runtime.compile='max-autotune'", "runtime.compile"),
 ]
 
 
@@ -105,3 +121,22 @@ def test_override_syntax_errors():
 def test_toml_text_is_readable():
     text = config_to_toml(preset("tiny"))
     assert "[optim]" in text and "batch_size = 64" in text
+
+
+def test_base_preset_is_vit_b16_at_224_with_ijepa_masks():
+    cfg = preset("base")
+    m, k = cfg.model, cfg.masks
+    assert (m.img_size, m.patch_size, m.embed_dim, m.depth, m.num_heads) == (224, 16, 768, 12, 12)
+    assert (k.num_targets, k.target_scale, k.target_aspect, k.context_scale, k.min_keep) == (
+        4, [0.15, 0.2], [0.75, 1.5], [0.85, 1.0], 10)
+    assert cfg.data.num_workers > 0 and not cfg.runtime.compile  # compile stays opt-in everywhere
+    assert cfg.diagnostics.eval_every_steps >= 10 * preset("tiny").diagnostics.eval_every_steps
+
+
+def test_pipeline_defaults_are_ijepa_and_leave_the_tiny_preset_unchanged():
+    cfg, default = preset("tiny"), Config()
+    assert cfg.data.crop_scale == [0.3, 1.0] and cfg.data.crop_ratio == pytest.approx([0.75, 4 / 3])
+    # The recorded runs were made with the tiny preset: its new keys are the defaults (in-process, no compile).
+    for key in ("num_workers", "prefetch_factor", "crop_scale", "crop_ratio", "hflip", "jpeg_draft"):
+        assert getattr(cfg.data, key) == getattr(default.data, key), key
+    assert cfg.data.num_workers == 0 and cfg.runtime.compile is False

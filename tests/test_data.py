@@ -1,4 +1,6 @@
-"""Tests for jepa_core.data: procedural shapes, folder/npz loaders, splits, normalisation, batch order."""
+"""Tests for jepa_core.data: procedural shapes, folder/npz sources, splits, normalisation, batch order.
+
+The streaming pipeline itself (workers, crops, corrupt files, resume) is tested in test_pipeline.py."""
 
 from __future__ import annotations
 
@@ -10,9 +12,19 @@ import torch
 from PIL import Image
 
 from jepa_core.data import (
-    HELDOUT_SEED_OFFSET, SHAPE_CLASS_NAMES, DataError, ImageDataset, batch_indices, build_datasets, load_image_folder,
-    load_npz, make_shapes, normalize_images, split_dataset,
+    HELDOUT_SEED_OFFSET, SHAPE_CLASS_NAMES, DataError, EvalTransform, ImageDataset, NpzSource, UnreadableImage,
+    batch_indices, build_datasets, is_labelled, make_shapes, normalize_images, open_image_folder, open_npz, split_dataset,
 )
+
+
+def read_all(source, size: int) -> torch.Tensor:
+    """uint8 [N, 3, size, size]: every image of a streamed source as the evaluation reads it."""
+    transform = EvalTransform(size)
+    images = []
+    for i in range(len(source)):
+        with source.open(i) as image:
+            images.append(transform(image))
+    return torch.stack(images)
 
 
 # ---------------------------------------------------------------------------------------------- shapes
@@ -111,49 +123,63 @@ def _write_png(path: Path, color: tuple[int, int, int], size: tuple[int, int] = 
     Image.new("RGB", size, color).save(path)
 
 
-def test_load_image_folder_with_classes(tmp_path: Path) -> None:
+def test_image_folder_with_classes_is_listed_not_loaded(tmp_path: Path) -> None:
     for i in range(3):
         _write_png(tmp_path / "cats" / f"c{i}.png", (200, 10, 10))
     for i in range(2):
         _write_png(tmp_path / "dogs" / f"d{i}.jpg", (10, 10, 200))
-    (tmp_path / "notes.txt").write_text("ignored: not an image")
-    data = load_image_folder(tmp_path, 16)
-    assert data.class_names == ["cats", "dogs"]
-    assert data.labels.tolist() == [0, 0, 0, 1, 1]
-    assert data.images.shape == (5, 3, 16, 16) and data.images.dtype == torch.uint8
-    assert data.images[0, 0].float().mean() > 190 and data.images[4, 2].float().mean() > 180
+    (tmp_path / "cats" / "notes.txt").write_text("ignored: not an image")
+    data = open_image_folder(tmp_path)
+    assert data.class_names == ["cats", "dogs"] and data.ignored == 1
+    assert data.labels.tolist() == [0, 0, 0, 1, 1] and is_labelled(data)
+    assert data.files.dtype.kind == "S"  # one bytes array: forked workers share it without refcount copies
+    images = read_all(data, 16)
+    assert images.shape == (5, 3, 16, 16) and images.dtype == torch.uint8
+    assert images[0, 0].float().mean() > 190 and images[4, 2].float().mean() > 180
 
 
-def test_load_image_folder_flat_is_unlabelled(tmp_path: Path) -> None:
+def test_image_folder_flat_is_unlabelled(tmp_path: Path) -> None:
     for i in range(4):
         _write_png(tmp_path / f"img{i}.png", (i * 50, 0, 0))
-    data = load_image_folder(tmp_path, 8)
-    assert (data.labels == -1).all() and data.class_names == [] and not data.is_labelled
+    data = open_image_folder(tmp_path)
+    assert (data.labels == -1).all() and data.class_names == [] and not is_labelled(data)
     train, heldout = split_dataset(data, 0.25, seed=0)
     assert len(train) == 3 and len(heldout) == 1
+    assert sorted(train.files.tolist() + heldout.files.tolist()) == [f"img{i}.png".encode() for i in range(4)]
 
 
-def test_load_image_folder_errors_name_the_path(tmp_path: Path) -> None:
+def test_image_folder_errors_name_the_path(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=str(tmp_path / "missing")):
-        load_image_folder(tmp_path / "missing", 16)
+        open_image_folder(tmp_path / "missing")
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(DataError, match=f"{empty}.*no images"):
-        load_image_folder(empty, 16)
-    broken = tmp_path / "broken"
-    _write_png(broken / "cls" / "ok.png", (1, 2, 3))
-    (broken / "cls" / "bad.png").write_bytes(b"this is not a png")
-    with pytest.raises(DataError, match="bad.png"):
-        load_image_folder(broken, 16)
+        open_image_folder(empty)
     empty_class = tmp_path / "empty_class"
     _write_png(empty_class / "a" / "x.png", (1, 2, 3))
     (empty_class / "b").mkdir()
     with pytest.raises(DataError, match=str(empty_class / "b")):
-        load_image_folder(empty_class, 16)
+        open_image_folder(empty_class)
+    mixed = tmp_path / "mixed"
+    _write_png(mixed / "a" / "x.png", (1, 2, 3))
+    _write_png(mixed / "loose.png", (1, 2, 3))
+    with pytest.raises(DataError, match="mixes class subfolders with loose images"):
+        open_image_folder(mixed)
+
+
+def test_a_broken_file_is_listed_and_fails_only_when_read(tmp_path: Path) -> None:
+    # Listing never decodes (a million files would take hours); the pipeline skips what fails when read.
+    _write_png(tmp_path / "cls" / "ok.png", (1, 2, 3))
+    (tmp_path / "cls" / "bad.png").write_bytes(b"this is not a png")
+    data = open_image_folder(tmp_path)
+    assert len(data) == 2
+    bad = [i for i in range(2) if data.describe(i).endswith("bad.png")][0]
+    with pytest.raises(UnreadableImage, match="bad.png"):
+        data.open(bad)
 
 
 @pytest.mark.parametrize("layout", ["nhwc_uint8", "nchw_float", "nhw_gray"])
-def test_load_npz_layouts(tmp_path: Path, layout: str) -> None:
+def test_npz_layouts(tmp_path: Path, layout: str) -> None:
     rng = np.random.default_rng(0)
     base = rng.integers(0, 256, size=(6, 20, 20, 3), dtype=np.uint8)
     if layout == "nhwc_uint8":
@@ -164,21 +190,45 @@ def test_load_npz_layouts(tmp_path: Path, layout: str) -> None:
         images = base[..., 0]
     file = tmp_path / "d.npz"
     np.savez(file, images=images, labels=np.array([0, 1, 2, 0, 1, 2]))
-    data = load_npz(file, 20)
-    assert data.images.shape == (6, 3, 20, 20) and data.images.dtype == torch.uint8
+    data = open_npz(file)
     assert data.labels.tolist() == [0, 1, 2, 0, 1, 2] and data.class_names == ["0", "1", "2"]
     expected = torch.from_numpy(base).permute(0, 3, 1, 2)
     if layout == "nhw_gray":
         expected = expected[:, :1].expand(-1, 3, -1, -1)
-    assert torch.equal(data.images, expected)  # same size: no resampling, exact bytes
-    resized = load_npz(file, 8)
-    assert resized.images.shape == (6, 3, 8, 8)
+    same_size = read_all(data, 20)
+    assert same_size.dtype == torch.uint8 and torch.equal(same_size, expected)  # no resampling: exact bytes
+    assert read_all(data, 8).shape == (6, 3, 8, 8)
 
 
-def test_load_npz_without_labels_is_unlabelled(tmp_path: Path) -> None:
+def test_npz_is_memory_mapped_not_copied(tmp_path: Path) -> None:
+    file = tmp_path / "big.npz"
+    images = np.random.default_rng(1).integers(0, 256, size=(64, 16, 16, 3), dtype=np.uint8)
+    np.savez(file, images=images)
+    data = open_npz(file)
+    assert isinstance(data.array, np.memmap) and data.array.shape == (64, 16, 16, 3)
+    assert np.array_equal(data.pixels(37), images[37])
+    # A split maps the same file; a pickled source (what a spawned worker receives) carries no pixels.
+    _, heldout = split_dataset(data, 0.25, seed=0)
+    import pickle
+
+    payload = pickle.dumps(heldout)
+    assert len(payload) < images.nbytes // 4
+    again: NpzSource = pickle.loads(payload)
+    assert np.array_equal(again.pixels(0), images[heldout.rows[0]])
+
+
+def test_compressed_npz_is_refused_with_the_fix(tmp_path: Path) -> None:
+    file = tmp_path / "c.npz"
+    np.savez_compressed(file, images=np.zeros((4, 8, 8, 3), np.uint8))
+    with pytest.raises(DataError, match=r"compressed.*np\.savez") as info:
+        open_npz(file)
+    assert str(file) in str(info.value)
+
+
+def test_npz_without_labels_is_unlabelled(tmp_path: Path) -> None:
     file = tmp_path / "u.npz"
     np.savez(file, images=np.zeros((3, 8, 8, 3), dtype=np.uint8))
-    data = load_npz(file, 8)
+    data = open_npz(file)
     assert (data.labels == -1).all()
 
 
@@ -187,27 +237,38 @@ def test_load_npz_without_labels_is_unlabelled(tmp_path: Path) -> None:
     ({"images": np.zeros((2, 8, 8, 5, 5), np.uint8)}, "key 'images'.*shape"),
     ({"images": np.zeros((2, 8, 8, 7), np.uint8)}, "key 'images'.*channel"),
     ({"images": np.full((2, 8, 8, 3), 2.0, np.float32)}, r"key 'images'.*\[0, 1\]"),
+    ({"images": np.full((2, 8, 8, 3), np.nan, np.float32)}, r"key 'images'.*NaN"),
     ({"images": np.zeros((2, 8, 8, 3), np.int16)}, "key 'images'.*dtype"),
     ({"images": np.zeros((0, 8, 8, 3), np.uint8)}, "key 'images'.*no images"),
     ({"images": np.zeros((2, 8, 8, 3), np.uint8), "labels": np.zeros(3, np.int64)}, "key 'labels'"),
     ({"images": np.zeros((2, 8, 8, 3), np.uint8), "labels": np.array([0.5, 1.0])}, "key 'labels'"),
     ({"images": np.zeros((2, 8, 8, 3), np.uint8), "labels": np.array([0, -3])}, "key 'labels'"),
 ])
-def test_load_npz_errors_name_path_and_key(tmp_path: Path, arrays: dict, pattern: str) -> None:
+def test_npz_errors_name_path_and_key(tmp_path: Path, arrays: dict, pattern: str) -> None:
     file = tmp_path / "bad.npz"
     np.savez(file, **arrays)
     with pytest.raises(DataError, match=pattern) as info:
-        load_npz(file, 8)
+        open_npz(file)
     assert str(file) in str(info.value)
 
 
-def test_load_npz_unreadable_and_missing(tmp_path: Path) -> None:
+def test_npz_float_image_out_of_range_beyond_the_first_is_skipped_when_read(tmp_path: Path) -> None:
+    images = np.zeros((40, 4, 4, 3), np.float32)
+    images[30] = 3.0  # past the images checked at open: found when read, as an unreadable image
+    file = tmp_path / "f.npz"
+    np.savez(file, images=images)
+    data = open_npz(file)
+    with pytest.raises(UnreadableImage, match=r"images\[30\].*\[0, 1\]"):
+        data.pixels(30)
+
+
+def test_npz_unreadable_and_missing(tmp_path: Path) -> None:
     garbage = tmp_path / "garbage.npz"
     garbage.write_bytes(b"not a zip file at all")
     with pytest.raises(DataError, match=str(garbage)):
-        load_npz(garbage, 8)
+        open_npz(garbage)
     with pytest.raises(DataError, match=str(tmp_path / "absent.npz")):
-        load_npz(tmp_path / "absent.npz", 8)
+        open_npz(tmp_path / "absent.npz")
 
 
 def test_build_datasets_npz_split_is_deterministic(tmp_path: Path) -> None:
@@ -218,9 +279,10 @@ def test_build_datasets_npz_split_is_deterministic(tmp_path: Path) -> None:
     again, _ = build_datasets("npz", str(file), 4, 0, 0, 0, 0.2, seed=3)
     other, _ = build_datasets("npz", str(file), 4, 0, 0, 0, 0.2, seed=4)
     assert len(train) == 40 and len(heldout) == 10
-    ids_train, ids_held = set(train.images[:, 0, 0, 0].tolist()), set(heldout.images[:, 0, 0, 0].tolist())
+    ids_train = set(read_all(train, 4)[:, 0, 0, 0].tolist())
+    ids_held = set(read_all(heldout, 4)[:, 0, 0, 0].tolist())
     assert not ids_train & ids_held and len(ids_train | ids_held) == 50
-    assert torch.equal(train.images, again.images) and not torch.equal(train.images, other.images)
+    assert np.array_equal(train.rows, again.rows) and not np.array_equal(train.rows, other.rows)
     with pytest.raises(DataError, match="data.heldout_fraction"):
         build_datasets("npz", str(file), 4, 0, 0, 0, 1.0, seed=3)
 

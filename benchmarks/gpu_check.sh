@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The GPU path, measured in about five minutes on one GPU (a second GPU adds a 2-process torchrun):
+#   1. `jepa check --preset base`: masks, parameters, loader and step speed, memory, projection, bottleneck;
+#   2. throughput of `small` and `base` without and with torch.compile: s/step, samples/s, FLOPs, MFU vs bf16 peak,
+#      phase split, peak memory;
+#   3. the diagnostics overhead on `base` (default cadences vs off);
+#   4. with two or more GPUs, `small` under torchrun on 2 processes for 60 steps, checked with `jepa doctor`.
+# Every figure is printed, and also kept under $OUT (default gpu_check_out/) with the device and the commands.
+#
+#     bash benchmarks/gpu_check.sh            # from the repository root, with the package installed
+#
+# Record what it prints in benchmarks/RESULTS.md (device, command, table). Each step has its own time limit, so a
+# slow stage is cut short and reported instead of eating the others' time.
+set -uo pipefail
+
+OUT="${OUT:-gpu_check_out}"
+mkdir -p "$OUT"
+LOG="$OUT/gpu_check.log"
+: > "$LOG"
+STATUS=0
+
+run() {  # run LIMIT_SECONDS NAME COMMAND...: print and log the command and everything it prints
+  local limit="$1" name="$2"
+  shift 2
+  echo "=== $name: $*" | tee -a "$LOG"
+  local start=$SECONDS
+  timeout --signal=TERM --kill-after=10 "$limit" "$@" 2>&1 | tee "$OUT/$name.txt" | tee -a "$LOG"
+  local code=${PIPESTATUS[0]}
+  echo "=== $name: exit $code after $((SECONDS - start)) s" | tee -a "$LOG"
+  if [ "$code" -ne 0 ] && [ "$code" -ne 1 ]; then STATUS=1; fi  # jepa check exits 1 for "not feasible": a result
+}
+
+if ! python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  echo "no CUDA device: this script measures the GPU path only" | tee -a "$LOG"
+  exit 2
+fi
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
+  python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count())"
+} | tee -a "$LOG"
+GPUS=$(python -c "import torch; print(torch.cuda.device_count())")
+
+run 45 check_base jepa check --preset base --steps 5 --loader-batches 8
+run 180 throughput python benchmarks/throughput.py --presets small base --compile both --steps 30 --warmup 3
+run 60 diagnostics_base python benchmarks/diagnostics_overhead.py --presets base --steps 10 --rounds 2 --warmup 5
+if [ "$GPUS" -ge 2 ]; then
+  RUNS="$OUT/runs"
+  run 90 torchrun_2gpu torchrun --standalone --nproc_per_node=2 -m jepa_core.train --preset small --quiet \
+    --name ddp2 --set optim.steps=60 --set optim.warmup_steps=10 --set diagnostics.eval_every_steps=60 \
+    --set logging.checkpoint_every_steps=60 --set "logging.runs_dir=\"$RUNS\""
+  run 20 torchrun_doctor jepa doctor "$RUNS/ddp2"
+else
+  echo "=== torchrun_2gpu: skipped ($GPUS GPU)" | tee -a "$LOG"
+fi
+echo "figures and commands: $LOG" | tee -a "$LOG"
+exit $STATUS

@@ -1,0 +1,84 @@
+"""`jepa train` / `python -m jepa_core.train` / `torchrun -m jepa_core.train`: arguments, config, exit codes.
+
+The config arguments (--config, --preset, --set) are shared with `jepa check`, so both read a config the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from jepa_core import distributed
+from jepa_core.checkpoint import CheckpointError
+from jepa_core.config import Config, ConfigError, apply_overrides, load_config, preset, validate
+from jepa_core.console import terminal_safe
+from jepa_core.data import DataError
+from jepa_core.run import status as run_status
+from jepa_core.run.lock import RunLockedError
+from jepa_core.run.signals import GracefulStop
+from jepa_core.rundir import load_run_config
+from jepa_core.runtime import parse_profile_steps
+from jepa_core.train import Trainer
+
+
+def add_config_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path,
+                   help="TOML config file (a top-level preset = 'tiny'|'small'|'base' picks the base)")
+    p.add_argument("--preset", default=None, help="start from a built-in preset: tiny (CPU), small or base (GPU)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one config value (TOML syntax), may repeat")
+
+
+def build_parser(prog: str = "jepa train") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Train a JEPA model headless and write a run directory.")
+    add_config_arguments(p)
+    p.add_argument("--name", help="run name (directory under logging.runs_dir)")
+    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its latest checkpoint")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or console lines")
+    p.add_argument("--profile-steps", metavar="A:B", help="write a torch.profiler trace of steps A to B (inclusive) "
+                   "to RUN/traces/ (Chrome/Perfetto JSON: open it in https://ui.perfetto.dev or chrome://tracing)")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    if getattr(args, "resume", None) is not None:
+        if not (args.resume / "config.toml").is_file():
+            raise ConfigError(f"--resume {args.resume}: no config.toml there (is it a run directory?)")
+        cfg = load_run_config(args.resume)
+    elif args.config is not None:
+        if args.preset:
+            raise ConfigError("give either --config or --preset (a config file names its preset itself)")
+        cfg = load_config(args.config)
+    else:
+        cfg = preset(args.preset or "tiny")
+    apply_overrides(cfg, args.overrides)
+    if getattr(args, "name", None):
+        cfg.logging.name = args.name
+    return validate(cfg)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`jepa train`: exit 0 finished, stopped (signal or control file) or stopped_on_alert; 1 diverged; 2 bad input
+    or a run held by another writer. SIGTERM/SIGINT stop gracefully; a second signal ends the process at once."""
+    args = build_parser().parse_args(argv)
+    with GracefulStop() as stop:
+        try:
+            cfg = config_from_args(args)
+            profile = parse_profile_steps(args.profile_steps) if args.profile_steps else None
+            distributed.init_if_needed(cfg.runtime.device)
+            trainer = Trainer(cfg, run_dir=args.resume, resume=args.resume is not None, quiet=args.quiet,
+                              profile_steps=profile)
+        except (ConfigError, DataError, CheckpointError, FileExistsError, RunLockedError) as exc:
+            print(f"error: {terminal_safe(str(exc))}", file=sys.stderr)
+            return 2
+        status = trainer.run(stop_event=stop)
+    if trainer.dist.is_main and not args.quiet:
+        kept = f" (last finite state: step {trainer.step})" if status == run_status.DIVERGED else ""
+        print(terminal_safe(f"{status} at step {trainer.last_step}{kept}: {trainer.paths.root}"))
+    distributed.shutdown()
+    return 0 if status in run_status.EXIT_OK else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
