@@ -8,6 +8,7 @@ Exit codes: 0 healthy (no alert, or info only), 1 a warning or critical alert, 2
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -19,6 +20,7 @@ import pandas as pd
 
 from jepa_core.console import json_terminal_safe, terminal_safe
 from jepa_core.reader import MetricsTable
+from jepa_core.run import status as run_words
 from jepa_core.rules import SEVERITIES, Alert, RuleEngine, RulesConfig
 from jepa_core.stream import encode_row, iter_rows, read_metrics
 
@@ -53,14 +55,17 @@ class DoctorReport:
     verdict: str  # "healthy" | "warning" | "critical"
     alerts: list[Alert] = field(default_factory=list)
     key_metrics: dict[str, Any] = field(default_factory=dict)
+    status: str = run_words.UNKNOWN  # the run's status word (jepa_core.run.status), verbatim
+    last_step: int | None = None  # the run's own last step (meta.json), not the last logged metric step
 
     @property
     def exit_code(self) -> int:
         return EXIT_HEALTHY if self.verdict == "healthy" else EXIT_ALERTS
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "verdict": self.verdict, "exit_code": self.exit_code,
-                "alerts": [a.to_row() for a in self.alerts], "key_metrics": self.key_metrics}
+        return {"run": self.run, "verdict": self.verdict, "exit_code": self.exit_code, "status": self.status,
+                "last_step": self.last_step, "alerts": [a.to_row() for a in self.alerts],
+                "key_metrics": self.key_metrics}
 
 
 def resolve_metrics_path(run_path: str | Path) -> Path:
@@ -176,8 +181,23 @@ def diagnose(run_path: str | Path, cfg: RulesConfig | None = None) -> DoctorRepo
     alerts = _merge(_file_alerts(table.alerts), fresh)
     worst = max((SEVERITIES.index(a.severity) for a in alerts), default=0)
     verdict = "healthy" if worst <= SEVERITIES.index("info") else SEVERITIES[worst]
-    return DoctorReport(run=str(path), verdict=verdict, alerts=alerts,
-                        key_metrics=_key_metrics(table.scalars, table.torn_lines, len(table.bad_lines)))
+    key_metrics = _key_metrics(table.scalars, table.torn_lines, len(table.bad_lines))
+    status, last_step = _run_status(path, key_metrics.get("steps", {}).get("last"))
+    return DoctorReport(run=str(path), verdict=verdict, alerts=alerts, key_metrics=key_metrics, status=status,
+                        last_step=last_step)
+
+
+def _run_status(metrics: Path, stream_last: int | None) -> tuple[str, int | None]:
+    """The status word and last step of the run that holds `metrics`, from its meta.json (a damaged or missing
+    meta.json gives "unknown"; the verdict never depends on it)."""
+    try:
+        meta = json.loads((metrics.parent / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return run_words.UNKNOWN, stream_last
+    if not isinstance(meta, dict):
+        return run_words.UNKNOWN, stream_last
+    status = run_words.run_status(meta, metrics.stat().st_mtime, path=metrics.parent)
+    return status, run_words.run_last_step(meta, stream_last)
 
 
 def _what_is_there(path: Path, table: MetricsTable) -> str:
@@ -218,12 +238,16 @@ def format_report(report: DoctorReport) -> str:
         note += "; info alerts alone do not make a run unhealthy"
     km = report.key_metrics
     steps, tp = km.get("steps", {}), km.get("throughput", {})
+    last = "?" if report.last_step is None else report.last_step
     lines = [f"jepa doctor: {terminal_safe(report.run)}", f"verdict: {report.verdict.upper()}{note}",
+             f"run status: {report.status}, last step {last}",
              f"steps {steps.get('first')}..{steps.get('last')} ({steps.get('rows')} metric rows, "
              f"{km.get('torn_lines', 0)} torn, {km.get('bad_lines', 0)} bad lines)"]
     if tp.get("samples_per_second_last") is not None or tp.get("eta_seconds_last") is not None:
+        # An ETA only means something while the run can still go on.
+        eta = f", ETA {_duration(tp.get('eta_seconds_last'))}" if report.status in run_words.LIVE else ""
         lines.append(f"throughput {_num(tp.get('samples_per_second_last'))} samples/s (median "
-                     f"{_num(tp.get('samples_per_second_median'))}), ETA {_duration(tp.get('eta_seconds_last'))}")
+                     f"{_num(tp.get('samples_per_second_median'))}){eta}")
     metrics = km.get("metrics", {})
     if metrics:
         lines += ["", f"  {'metric':<30}{'first':>11}{'last':>11}{'change':>9}  trend"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -20,12 +19,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from jepa_core.run import status as run_status_words
-from jepa_core.run.lock import LOCK_NAME, lock_holder
+from jepa_core.run.status import run_last_step, run_status
 
 DEFAULT_ROOTS: tuple[str, ...] = ("runs", "data/runs")
-# A run on another host whose meta says "running" but whose stream has not moved for this long is
-# reported as crashed (its lock and process cannot be seen from here).
-STALE_SECONDS = 120.0
 _TAIL_BYTES = 65536
 
 
@@ -126,61 +122,6 @@ def last_logged_step(metrics_path: Path) -> int | None:
         if isinstance(row, dict) and isinstance(row.get("step"), int):
             return row["step"]
     return None
-
-
-def pid_alive(pid: Any) -> bool:
-    """Whether a process with this id exists on this machine."""
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True
-
-
-def writer_alive(path: Path | None, meta: dict[str, Any], last_update: float | None,
-                 now: float | None = None) -> bool:
-    """Whether the process that claims run `path` in its meta.json is still there.
-
-    On this host the run's writer lock answers without blocking (the kernel releases it however its holder
-    died); a run written before the lock existed falls back to meta's pid. On another host only the stream's
-    mtime can tell: a stream quiet for STALE_SECONDS means the writer is gone.
-    """
-    same_host = meta.get("hostname") in (None, socket.gethostname())
-    if same_host:
-        if path is not None and (path / LOCK_NAME).exists():
-            return lock_holder(path) is not None
-        if "pid" in meta:
-            return pid_alive(meta["pid"])
-    now = time.time() if now is None else now
-    return last_update is not None and now - last_update < STALE_SECONDS
-
-
-def run_status(meta: dict[str, Any], last_update: float | None, now: float | None = None,
-               path: Path | None = None) -> str:
-    """The status word for a run: meta.json's, verbatim, except that a live claim without a live writer is
-    "crashed". `path` (the run directory) lets the writer lock answer; without it meta's pid does."""
-    declared = run_status_words.normalise(meta.get("status"))
-    if declared not in run_status_words.LIVE:
-        return declared
-    alive = writer_alive(path, meta, last_update, now)
-    return declared if alive else run_status_words.CRASHED
-
-
-def run_last_step(meta: dict[str, Any], stream_last: int | None) -> int | None:
-    """The run's last step: meta's last_step once the run ended or paused, else the stream's last step.
-
-    The stream logs at cadences, so its last row can be a few steps short of where the run ended. While meta
-    says "running" its last_step (if any) is an earlier attempt's, so the stream is the better guess; that
-    holds for a run that crashed while running too."""
-    recorded = meta.get("last_step")
-    declared = run_status_words.normalise(meta.get("status"))
-    if declared != run_status_words.RUNNING and isinstance(recorded, int) and not isinstance(recorded, bool):
-        return recorded
-    return stream_last
 
 
 def run_info(path: Path) -> RunInfo:

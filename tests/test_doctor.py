@@ -324,3 +324,35 @@ def test_broken_pipe_guard_passes_other_outcomes_through(monkeypatch: pytest.Mon
 
     with pytest.raises(RuntimeError, match="not a pipe problem"):
         exit_quietly_on_broken_pipe(failing)
+
+
+@pytest.mark.parametrize("word", ["stopped", "stopped_on_alert", "diverged", "finished", "crashed"])
+def test_an_ended_run_shows_its_status_verbatim_and_no_eta(tmp_path: Path, word: str) -> None:
+    rows = healthy_rows(steps=50)
+    for row in rows:
+        row.update({"time/samples_per_second": 100.0, "time/eta_seconds": 120.0})
+    run = write_run(tmp_path, rows)
+    (run / "meta.json").write_text(json.dumps({"status": word, "last_step": 47}))
+    report = diagnose(run)
+    assert report.status == word and report.last_step == 47
+    text = format_report(report)
+    assert f"run status: {word}, last step 47" in text and "ETA" not in text
+    assert strict_json(json.dumps(report.to_dict()))["status"] == word
+
+
+def test_a_live_run_shows_its_eta_and_a_dead_writer_reads_crashed(tmp_path: Path) -> None:
+    import os
+    import socket
+
+    from jepa_core.run.lock import RunLock
+
+    rows = healthy_rows(steps=50)
+    for row in rows:
+        row.update({"time/samples_per_second": 100.0, "time/eta_seconds": 120.0})
+    run = write_run(tmp_path, rows)
+    (run / "meta.json").write_text(json.dumps({"status": "running", "pid": os.getpid(),
+                                               "hostname": socket.gethostname()}))
+    with RunLock(run):
+        report = diagnose(run)
+        assert report.status == "running" and "ETA 2m00s" in format_report(report)
+    assert diagnose(run).status == "crashed"  # "running" in meta.json, but nobody holds the run any more

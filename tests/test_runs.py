@@ -54,14 +54,14 @@ def test_every_status_word_is_shown_verbatim(word: str, tmp_path: Path) -> None:
 
 def test_run_status_from_meta_pid_and_mtime() -> None:
     now = 1000.0
-    assert runs.run_status({"status": "weird"}, None, now) == "unknown"
-    assert runs.run_status({}, None, now) == "unknown"
+    assert words.run_status({"status": "weird"}, None, now) == "unknown"
+    assert words.run_status({}, None, now) == "unknown"
     here = socket.gethostname()
-    assert runs.run_status({"status": "running", "pid": os.getpid(), "hostname": here}, 0.0, now) == "running"
-    assert runs.run_status({"status": "paused", "pid": 2**22 + 7, "hostname": here}, now, now) == "crashed"
+    assert words.run_status({"status": "running", "pid": os.getpid(), "hostname": here}, 0.0, now) == "running"
+    assert words.run_status({"status": "paused", "pid": 2**22 + 7, "hostname": here}, now, now) == "crashed"
     other = {"status": "running", "hostname": "elsewhere", "pid": 1}
-    assert runs.run_status(other, now - 5, now) == "running"
-    assert runs.run_status(other, now - runs.STALE_SECONDS - 1, now) == "crashed"
+    assert words.run_status(other, now - 5, now) == "running"
+    assert words.run_status(other, now - words.STALE_SECONDS - 1, now) == "crashed"
 
 
 def test_a_live_claim_reads_crashed_once_the_writer_lock_is_free(tmp_path: Path) -> None:
@@ -187,8 +187,8 @@ def test_launch_detached_refuses_an_existing_run_directory(tmp_path: Path) -> No
 
 
 def test_pid_alive() -> None:
-    assert runs.pid_alive(os.getpid()) is True
-    assert runs.pid_alive(None) is False and runs.pid_alive(-3) is False
+    assert words.pid_alive(os.getpid()) is True
+    assert words.pid_alive(None) is False and words.pid_alive(-3) is False
 
 
 def test_last_logged_step_reads_only_complete_lines(tmp_path: Path) -> None:
