@@ -60,6 +60,7 @@ def next_attempt(metrics_path: Path) -> int:
 class Trainer:
     def __init__(self, cfg: Config, run_dir: str | Path | None = None, resume: bool = False,
                  quiet: bool = False, progress: bool | None = None, profile_steps: tuple[int, int] | None = None):
+        self._created = time.time()  # control-file requests older than this were meant for an earlier attempt
         validate(cfg)
         self.cfg = cfg
         self.quiet = quiet
@@ -187,9 +188,12 @@ class Trainer:
                 self.rules.update(row)
 
     def _stale_stop_request(self) -> bool:
+        """A stop flag written before this trainer began (to an earlier attempt). One written since, e.g. while
+        this trainer built its data, is a real request and stays."""
         try:
-            return bool(read_control(self.paths.root).get("stop"))
-        except ControlError:
+            asked = bool(read_control(self.paths.root).get("stop"))
+            return asked and (self.paths.root / "control.json").stat().st_mtime < self._created
+        except (ControlError, FileNotFoundError):
             return False  # a hand-edited bad file: the watcher warns about it and keeps the config's values
 
     def _build_logger(self) -> MetricLogger:
@@ -418,7 +422,7 @@ class Trainer:
                 self._emit(0, self.instrumentation.start_metrics())
                 if self.cfg.eval.at_start:
                     self.evaluate()
-                self._poll_control()  # a stop asked for while data was built or step 0 evaluated
+            self._poll_control()  # a stop asked for while data was built (or step 0 evaluated)
             end = self.cfg.optim.steps if max_steps is None else min(self.cfg.optim.steps, self.step + max_steps)
             self.phase = "training"
             while status == run_status.RUNNING:
@@ -439,6 +443,22 @@ class Trainer:
                 set_status(self.paths, status, self.last_step)
             if status != run_status.PAUSED:
                 self.close()
+        return status
+
+    def end(self, status: str = run_status.STOPPED) -> str:
+        """End a paused trainer (the workbench's Stop after Step N) as `run` ends one: a final checkpoint, the
+        status in meta.json, every sink closed and the run directory given back. A failed final checkpoint
+        records `crashed` and raises."""
+        try:
+            self.save()
+        except BaseException:
+            status = run_status.CRASHED
+            raise
+        finally:
+            self.phase = status
+            if self.dist.is_main:
+                set_status(self.paths, status, self.last_step)
+            self.close()
         return status
 
     @property

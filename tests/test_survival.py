@@ -232,7 +232,36 @@ def test_step_n_leaves_meta_paused_and_a_later_stop_records_stopped(tmp_path):
     write_control(tmp_path / "r", stop=True)
     assert trainer.run() == "stopped"
     meta = json.loads((tmp_path / "r" / "meta.json").read_text())
-    assert meta["status"] == "stopped" and meta["last_step"] == 4
-    assert find_resume_checkpoint(tmp_path / "r" / "checkpoints").state["step"] == 4
+    assert meta["status"] == "stopped" and meta["last_step"] == 3  # asked while paused: no further step
+    assert find_resume_checkpoint(tmp_path / "r" / "checkpoints").state["step"] == 3
 
 
+
+
+def test_a_stop_left_for_an_earlier_attempt_is_cleared_but_one_asked_during_start_up_is_kept(tmp_path):
+    import time
+
+    from jepa_core.control import write_control
+
+    first = Trainer(fast_config(tmp_path), run_dir=tmp_path / "r", quiet=True)
+    assert first.run(max_steps=6) == "paused"
+    first.close()
+    write_control(tmp_path / "r", stop=True)  # asked of the first attempt, which never saw it
+    resumed = Trainer(load_run_config(tmp_path / "r"), run_dir=tmp_path / "r", resume=True, quiet=True)
+    assert resumed.run(max_steps=2) == "paused" and resumed.step == 8  # the stale request did not end it
+    resumed.close()
+    write_control(tmp_path / "r", stop=True)
+    later = time.time() + 60  # as if written while the next trainer was still building its data
+    os.utime(tmp_path / "r" / "control.json", (later, later))
+    again = Trainer(load_run_config(tmp_path / "r"), run_dir=tmp_path / "r", resume=True, quiet=True)
+    assert again.run() == "stopped" and again.step == 6  # honoured before the first step (resumed at 6)
+
+
+def test_end_closes_a_paused_trainer_like_run_does(tmp_path):
+    trainer = Trainer(fast_config(tmp_path), run_dir=tmp_path / "r", quiet=True)
+    assert trainer.run(max_steps=3) == "paused"
+    assert trainer.end() == "stopped"
+    meta = json.loads((tmp_path / "r" / "meta.json").read_text())
+    assert meta["status"] == "stopped" and meta["last_step"] == 3
+    assert find_resume_checkpoint(tmp_path / "r" / "checkpoints").state["step"] == 3
+    assert lock_holder(tmp_path / "r") is None

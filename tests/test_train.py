@@ -145,7 +145,7 @@ def test_cadence_change_applies_from_next_step_and_is_logged(tmp_path):
     write_control(tmp_path / "live", covariance_every_steps=2, stop=False)
     assert trainer.run(max_steps=4) == "paused"
     write_control(tmp_path / "live", stop=True)
-    assert trainer.run() == "stopped" and trainer.step == 9  # stop takes effect within one step
+    assert trainer.run() == "stopped" and trainer.step == 8  # asked while paused: no further step is taken
     table = read_metrics(tmp_path / "live" / "metrics.jsonl")
     ranked = table.scalars.dropna(subset=["target/effective_rank"])["step"].tolist()
     assert ranked == [6, 8]  # nothing before the change, every 2nd step after it

@@ -21,7 +21,7 @@ from jepa_core.control import write_control
 from jepa_core.data import DataError
 from jepa_core.run import status as words
 from jepa_core.run.lock import RunLockedError
-from jepa_core.rundir import RunPaths, default_run_name, set_status
+from jepa_core.rundir import default_run_name
 from jepa_core.runs import DEFAULT_ROOTS, RunInfo, discover_runs, read_config_file, run_info
 from jepa_core.workbench.detached import DetachedRun, launch_detached, stop_detached
 from jepa_core.workbench.live import LiveRun, LiveTable
@@ -256,14 +256,10 @@ class TrainingSession:
         """End a paused in-process run the way the trainer ends one: final checkpoint, status, lock released."""
         trainer, message = self._trainer, None
         try:
-            trainer.save()
-            set_status(RunPaths(trainer.paths.root), status, trainer.last_step)
+            status = trainer.end(status)
         except (OSError, CheckpointError) as exc:  # e.g. a full disk: the run cannot be said to have stopped cleanly
             log.exception("ending the paused run failed")
             status, message = words.CRASHED, f"crashed while writing the final checkpoint: {exc}"
-            set_status(RunPaths(trainer.paths.root), status, trainer.last_step)
-        finally:
-            trainer.close()
         self._finish(trainer, status, message)
 
     def _finish(self, trainer: Any, status: str | None, message: str | None) -> None:
