@@ -50,7 +50,7 @@ def _dispatch(argv: list[str]) -> int:
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     if command == "train":
-        from jepa_core.train import main as train_main
+        from jepa_core.train_cli import main as train_main
 
         return train_main(rest)
     if command == "check":

@@ -432,34 +432,34 @@ class Trainer:
                     status = self._stop_status()
                 if status == run_status.RUNNING and self.step >= end:
                     status = run_status.FINISHED if self.step >= self.cfg.optim.steps else run_status.PAUSED
-            if status in (run_status.STOPPED, run_status.STOPPED_ON_ALERT, run_status.DIVERGED):
-                self.save()
         except BaseException:
-            status = run_status.CRASHED
+            self._settle(run_status.CRASHED)
             raise
-        finally:
-            self.phase = status
-            if self.dist.is_main:
-                set_status(self.paths, status, self.last_step)
-            if status != run_status.PAUSED:
-                self.close()
+        if status in (run_status.STOPPED, run_status.STOPPED_ON_ALERT, run_status.DIVERGED):
+            return self.end(status)
+        self._settle(status, close=status != run_status.PAUSED)  # finished: its last step already saved
         return status
 
     def end(self, status: str = run_status.STOPPED) -> str:
-        """End a paused trainer (the workbench's Stop after Step N) as `run` ends one: a final checkpoint, the
-        status in meta.json, every sink closed and the run directory given back. A failed final checkpoint
-        records `crashed` and raises."""
+        """End the run with a final checkpoint, the status in meta.json, every sink closed and the run directory
+        given back: how `run` ends a stop, and how the workbench ends a paused trainer. A failed final
+        checkpoint records `crashed` and raises."""
         try:
             self.save()
         except BaseException:
-            status = run_status.CRASHED
+            self._settle(run_status.CRASHED)
             raise
-        finally:
-            self.phase = status
+        self._settle(status)
+        return status
+
+    def _settle(self, status: str, close: bool = True) -> None:
+        self.phase = status
+        try:
             if self.dist.is_main:
                 set_status(self.paths, status, self.last_step)
-            self.close()
-        return status
+        finally:
+            if close:
+                self.close()
 
     @property
     def last_step(self) -> int:
@@ -499,12 +499,7 @@ class Trainer:
 # --------------------------------------------------------------------------------------------------------- CLI
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`jepa train` and `python -m jepa_core.train` (see jepa_core/train_cli.py)."""
-    from jepa_core.train_cli import main as train_cli_main
+if __name__ == "__main__":  # `python -m jepa_core.train`, `torchrun -m jepa_core.train`: the CLI lives beside
+    from jepa_core.train_cli import main
 
-    return train_cli_main(argv)
-
-
-if __name__ == "__main__":
     sys.exit(main())

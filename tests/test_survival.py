@@ -17,7 +17,8 @@ from jepa_core.checkpoint import find_resume_checkpoint, save_checkpoint, verify
 from jepa_core.run.lock import RunLock, RunLockedError, lock_holder
 from jepa_core.rundir import load_run_config
 from jepa_core.stream import iter_rows
-from jepa_core.train import Trainer, main
+from jepa_core.train import Trainer
+from jepa_core.train_cli import main
 from test_train import deterministic_rows, fast_config
 
 

@@ -10,7 +10,8 @@ from jepa_core import checkpoint as ckpt_mod
 from jepa_core.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from jepa_core.config import apply_overrides, preset
 from jepa_core.stream import read_metrics
-from jepa_core.train import Trainer, main
+from jepa_core.train import Trainer
+from jepa_core.train_cli import main
 
 # A few seconds of training: small batch, small data, every diagnostic due often.
 FAST = [

@@ -17,7 +17,7 @@ from jepa_core.config import Config, ConfigError, apply_overrides, load_config, 
 from jepa_core.data import make_shapes
 from jepa_core.evaluation import run_evaluation
 from jepa_core.model import JEPA
-from jepa_core.train import main as train_main
+from jepa_core.train_cli import main as train_main
 
 
 def check(*overrides: str) -> Config:
