@@ -1,331 +1,332 @@
-"""Detection benchmark (SPEC §7, §8): do the early-warning rules catch each injected fault, and before what?
+"""Detection benchmark (SPEC §7, §8): the early-warning rules replayed over the recorded library, judged by harm.
 
-Trains, on CPU, healthy `tiny` runs with several seeds and one run per fault of `faults.*` (each fault starting at
-`--fault-step` after a healthy stretch, except momentum 0, a bug present from step 0), then judges every run's metric stream with the current rules and with two
-baselines computed from the same stream:
+The library (data/library/, trained by `benchmarks/library.py --train`) holds healthy runs over seeds and settings,
+and fault runs over a grid of magnitudes x onsets. Each fault run is labelled by what the fault did, not by whether
+it was switched on. Harmful, from the first reading after the onset at which one of these holds:
 
-- loss-only: the first loss reading that is NaN/Inf, or that sits `LOSS_Z` robust scales above the loss's running
-  level for `LOSS_PATIENCE` readings in a row (what a person watching only the loss curve would notice);
-- evaluation: the first kNN accuracy more than `EVAL_DROP` below the best kNN accuracy so far.
+- evaluation falls: kNN accuracy or linear-probe accuracy EVAL_MARGIN or more below its best so far in the run;
+- the representation collapses: the target's pooled effective rank (RankMe over per-image features,
+  `target/effective_rank`) below COLLAPSE_RANK dimensions for COLLAPSE_READINGS readings in a row;
+- the loss or the gradient norm turns non-finite;
+- a structural invariant of the method is broken: a target patch in the context (`mask/overlap_fraction` > 0), a
+  target parameter that trains (`ema/target_grad_params` > 0), a target that is a copy of the online encoder
+  (`ema/relative_param_l2` exactly 0 for INVARIANT_READINGS readings) or one never updated (its statistics on a fixed
+  batch, `target/fixed_batch_std_mean`, bit-identical for INVARIANT_READINGS readings). These are logged facts about
+  a broken method, harmful whatever the evaluation does in the run's remaining steps.
 
-Targets: every fault detected (an alert at or after the fault began), zero alerts on every healthy run, and for
-every fault except the blunt lr blow-up an alert strictly before both baselines (a baseline that never fires
-counts as beaten). The script prints one table and exits 1 when a target is missed.
+Otherwise benign. A harmful run must be caught (an alert of any severity after the onset), and before both baselines
+unless it is blunt: the loss itself shows it at its first reading after the onset (a divergence to NaN/Inf, a target
+swapped for the online encoder mid-run), where a tie is the best any signal can do. A warning on a benign run is
+allowed and counted; a critical alert on a benign or healthy run is a false alarm. Two baselines are computed
+from the same stream: loss-only (a person watching the loss curve: the first non-finite loss, or a robust z-score
+spike LOSS_Z scales above its running level) and evaluation (the first kNN accuracy EVAL_MARGIN below its best).
 
-    python benchmarks/detection.py                        # train everything (2 runs at a time), print the table
-    python benchmarks/detection.py --out /tmp/det --reuse # re-judge finished runs in /tmp/det without training
-    python benchmarks/detection.py --out /tmp/det --record  # ... and copy thinned runs into data/runs/
+The library is split by seed and by setting (benchmarks/library.py): thresholds are chosen on the tuning split; the
+test split holds other seeds and a setting never tuned on. Both are printed and named.
+
+    python benchmarks/detection.py               # both splits, a summary each; exit 1 when a target is missed
+    python benchmarks/detection.py --split tune  # only the tuning split (the one to look at while tuning)
+    python benchmarks/detection.py --cases       # ... and one line per case
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import shutil
-import subprocess
+import statistics
 import sys
-import tempfile
-import tomllib
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-from jepa_core.detectors import RobustBaseline
-from jepa_core.rules import Alert, RuleEngine, evaluate_rows
-from jepa_core.stream import encode_row, iter_rows
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from library import LIBRARY, load_case  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-RECORD_DIR = REPO / "data" / "runs"
-LOSS_Z, LOSS_PATIENCE, LOSS_WARMUP_STEPS = 6.0, 1, 50  # the loss-only baseline: one reading 6 scales up
-EVAL_DROP = 0.05  # the evaluation baseline: kNN accuracy this far below its best so far
-BLUNT_FAULTS = frozenset({"lr_blowup"})  # no lead expected: loss and every other signal jump together
+from jepa_core.config import Config, ConfigError, apply_overrides  # noqa: E402
+from jepa_core.detectors import RobustBaseline  # noqa: E402
+from jepa_core.rules import Alert, RulesConfig, evaluate_rows  # noqa: E402
 
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    overrides: tuple[str, ...]
-    fault: str | None = None  # None: a healthy run
-    expected_rule: str | None = None  # the rule a user should see first named for this fault (doctor tests)
-
-
-def cases(seeds: int) -> list[Case]:
-    """Healthy runs (one per seed) and one run per §8 fault on seed 0; a case's overrides come last, so a fault
-    may change the common settings (its start step)."""
-    healthy = [Case(f"healthy_seed{s}", (f"runtime.seed={s}",)) for s in range(seeds)]
-    faults = [
-        Case("fault_mask_leak", ("faults.mask_leak_fraction=0.25",), "mask_leak", "mask_leak"),
-        Case("fault_frozen_target", ("faults.frozen_target=true",), "frozen_target", "ema_stalled"),
-        # Momentum 0 is a configuration bug present from the first step, and that is the failure the calibration
-        # describes (collapse by step 110-150). Switched on mid-run instead, it makes the loss jump at the very
-        # first faulty reading, which no rule can beat (a tie with the loss-only baseline at best).
-        Case("fault_target_copies_online", ("faults.target_copies_online=true", "faults.start_step=0"),
-             "target_copies_online", "ema_stalled"),
-        Case("fault_target_gradients", ("faults.target_gradients=true",), "target_gradients", "target_gradients"),
-        Case("fault_lr_blowup", ("faults.lr_blowup_factor=50.0",), "lr_blowup", "divergence"),
-        Case("fault_collapse", ("faults.collapse_weight=3.0",), "collapse", "variance_collapse"),
-    ]
-    return healthy + faults
+EVAL_MARGIN = 0.04  # healthy runs dip at most ~2.5 points below their best kNN/probe reading (calibration runs)
+COLLAPSE_RANK = 3.0  # healthy runs never went below ~4.8 effective dimensions; collapsed ones sit near 1-2.5
+COLLAPSE_READINGS = 2
+INVARIANT_READINGS = 2
+LOSS_Z, LOSS_WARMUP_STEPS = 6.0, 50  # the loss-only baseline: one reading 6 robust scales above its level
+WARNINGS_PER_HEALTHY_RUN = 0.1  # target: at most 1 warning per 10 healthy runs
+# The faults each rule is made for: every rule must fire on at least one of its cases, or be removed.
+MADE_FOR = {
+    "mask_leak": {"mask_leak"}, "target_gradients": {"target_gradients"}, "non_finite": {"lr_blowup"},
+    "variance_collapse": {"collapse"}, "rank_collapse": {"collapse"}, "false_comfort": {"collapse"},
+    "ema_stalled": {"frozen_target", "target_copies_online"}, "ema_runaway": {"lr_blowup"},
+    "divergence": {"lr_blowup"},
+}
 
 
-# The rule thresholds were calibrated on 300-step runs at these learning settings (batch 128). They are pinned here
-# so that tuning the `tiny` preset for its full-length run does not silently move the recorded runs and thresholds.
-CALIBRATION_SETTINGS = (
-    "optim.batch_size=128", "optim.lr=7e-4", "optim.warmup_steps=50", "data.num_train=16384", "data.num_heldout=2048",
-    "diagnostics.basic_every_steps=5", "diagnostics.representation_every_steps=5",
-    "diagnostics.covariance_every_steps=10", "diagnostics.param_distance_every_steps=10",
-    "diagnostics.mask_check_every_steps=5",
-)
+# -------------------------------------------------------------------------------------------------- ground truth
 
 
-def common_overrides(args: argparse.Namespace) -> list[str]:
-    """Short CPU runs with a cheap, frequent evaluation so the eval baseline has readings to work with."""
-    return [
-        *CALIBRATION_SETTINGS,
-        f"optim.steps={args.steps}",
-        f"faults.start_step={args.fault_step}",
-        "runtime.num_threads=1",
-        "runtime.device='cpu'",
-        f"diagnostics.eval_every_steps={args.eval_every}",
-        "eval.probe_epochs=20",
-        "logging.tensorboard=false",
-        "logging.progress_bar=false",
-        f"logging.checkpoint_every_steps={args.steps}",  # one final checkpoint is enough here
-    ]
-
-
-# ----------------------------------------------------------------------------------------------------- training
-
-
-def train(case: Case, out: Path, args: argparse.Namespace) -> Path | None:
-    run_dir = out / case.name
-    if args.reuse and (run_dir / "metrics.jsonl").is_file() and _finished(run_dir):
-        return run_dir
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    cmd = [sys.executable, "-m", "jepa_core.train", "--name", case.name, "--quiet",
-           "--set", f"logging.runs_dir={_toml_string(str(out))}"]
-    for item in [*common_overrides(args), *case.overrides]:
-        cmd += ["--set", item]
-    log = out / f"{case.name}.log"
-    with log.open("w") as fh:
-        done = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO)
-    if done.returncode != 0:  # reported as a missed target; the other runs go on
-        print(f"  training {case.name} FAILED (exit {done.returncode}); see {log}", flush=True)
+def _value(row: dict, key: str) -> float | None:
+    v = row.get(key)
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
-    print(f"  trained {case.name}", flush=True)
-    return run_dir
+    return float(v)
 
 
-def _toml_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _finished(run_dir: Path) -> bool:
-    try:
-        return json.loads((run_dir / "meta.json").read_text()).get("status") == "finished"
-    except (OSError, ValueError):
-        return False
-
-
-# ------------------------------------------------------------------------------------------------------ judging
-
-
-@dataclass
-class Judgement:
-    case: Case
-    fault_step: int | None
-    alerts: list[Alert]
-    loss_step: int | None
-    eval_step: int | None
-    false_alarms: list[Alert] = field(default_factory=list)  # alerts before the fault began (or on a healthy run)
-
-    @property
-    def detections(self) -> list[Alert]:
-        return [a for a in self.alerts if a not in self.false_alarms]
-
-    @property
-    def first_detection(self) -> int | None:
-        return min((a.step for a in self.detections), default=None)
-
-    def lead(self, baseline: int | None) -> str:
-        if self.case.fault is None:
-            return "-"
-        if self.first_detection is None:
-            return "missed"
-        if baseline is None:
-            return "never fires"
-        return f"{baseline - self.first_detection:+d}"
-
-    def beats(self, baseline: int | None) -> bool:
-        first = self.first_detection
-        return first is not None and (baseline is None or first < baseline)
-
-    @property
-    def ok(self) -> bool:
-        if self.case.fault is None:
-            return not self.alerts
-        if self.false_alarms or self.first_detection is None:
-            return False
-        if self.case.fault in BLUNT_FAULTS:
-            return True
-        return self.beats(self.loss_step) and self.beats(self.eval_step)
-
-
-def loss_baseline_step(rows: list[dict]) -> int | None:
-    """First step a loss-only watcher alarms: non-finite loss, or a robust z-score spike held LOSS_PATIENCE
-    readings (the loss's scale floored at 2% of its level, as in rules.divergence)."""
-    baseline, streak = RobustBaseline(0.2, scale_alpha=0.05), 0
+def harm(rows: list[dict], onset: int) -> tuple[int | None, str | None]:
+    """(first step > onset at which the run is harmed, why), or (None, None) for a benign run."""
+    best: dict[str, float] = {}
+    low_rank = copies = frozen = 0
+    last_fixed: float | None = None
     for row in rows:
-        loss = row.get("loss")
-        if loss is None or isinstance(loss, bool):
+        step = row["step"]
+        after = step > onset
+        for key in ("loss", "grad_norm"):
+            v = _value(row, key)
+            if after and v is not None and not math.isfinite(v):
+                return step, f"{key} non-finite"
+        if after and (_value(row, "mask/overlap_fraction") or 0.0) > 0:
+            return step, "mask overlap"
+        if after and (_value(row, "ema/target_grad_params") or 0.0) > 0:
+            return step, "target trains"
+        distance = _value(row, "ema/relative_param_l2")
+        if distance is not None:
+            copies = copies + 1 if after and distance == 0.0 else 0
+        fixed = _value(row, "target/fixed_batch_std_mean")
+        if fixed is not None:
+            frozen = frozen + 1 if after and fixed == last_fixed else 0
+            last_fixed = fixed
+        if copies >= INVARIANT_READINGS or frozen >= INVARIANT_READINGS:
+            return step, "target copies online" if copies >= INVARIANT_READINGS else "target frozen"
+        for key in ("knn/accuracy", "linear_probe/val_acc"):
+            v = _value(row, key)
+            if v is None or not math.isfinite(v):
+                continue
+            if after and key in best and v <= best[key] - EVAL_MARGIN:
+                return step, f"{key} fell"
+            best[key] = max(best.get(key, v), v)
+        rank = _value(row, "target/effective_rank")
+        if rank is not None:
+            low_rank = low_rank + 1 if (not math.isfinite(rank) or rank < COLLAPSE_RANK) else 0
+            if after and low_rank >= COLLAPSE_READINGS:
+                return step, "rank collapsed"
+    return None, None
+
+
+def loss_baseline_step(rows: Iterable[dict], after: int = -1) -> int | None:
+    """First step > `after` at which a loss-only watcher alarms: a non-finite loss, or one reading LOSS_Z robust
+    scales above the loss's running level (its scale floored at 2% of the level)."""
+    baseline = RobustBaseline(0.2, scale_alpha=0.05)
+    for row in rows:
+        loss = _value(row, "loss")
+        if loss is None:
             continue
-        loss = float(loss)
         if not math.isfinite(loss):
-            return row["step"]
+            if row["step"] > after:
+                return row["step"]
+            continue
         if row["step"] < LOSS_WARMUP_STEPS:
             continue
         baseline.min_scale = max(1e-12, 0.02 * abs(baseline.center if baseline.center is not None else loss))
         spiking = baseline.count >= 3 and baseline.z(loss) > LOSS_Z
         baseline.update(loss)
-        streak = streak + 1 if spiking else 0
-        if streak >= LOSS_PATIENCE:
+        if spiking and row["step"] > after:
             return row["step"]
     return None
 
 
-def eval_baseline_step(rows: list[dict]) -> int | None:
-    """First evaluation whose kNN accuracy is more than EVAL_DROP below the best one so far."""
+def eval_baseline_step(rows: Iterable[dict], after: int = -1) -> int | None:
+    """First evaluation after `after` whose kNN accuracy is EVAL_MARGIN or more below the best one so far."""
     best = None
     for row in rows:
-        acc = row.get("knn/accuracy")
-        if acc is None or isinstance(acc, bool):
+        acc = _value(row, "knn/accuracy")
+        if acc is None:
             continue
-        acc = float(acc)
-        if best is not None and (not math.isfinite(acc) or acc < best - EVAL_DROP):
+        if best is not None and row["step"] > after and (not math.isfinite(acc) or acc <= best - EVAL_MARGIN):
             return row["step"]
         if math.isfinite(acc):
             best = acc if best is None else max(best, acc)
     return None
 
 
-def judge(case: Case, run_dir: Path) -> Judgement:
-    config = tomllib.loads((run_dir / "config.toml").read_text())
-    fault_step = int(config["faults"]["start_step"]) if case.fault else None
-    rows = [r for r in iter_rows(run_dir / "metrics.jsonl") if "event" not in r]
-    alerts = evaluate_rows(rows)
-    # Rows at step s describe the state after update s; the fault changes update fault_step + 1 onward.
-    false_alarms = [a for a in alerts if fault_step is None or a.step <= fault_step]
-    return Judgement(case, fault_step, alerts, loss_baseline_step(rows), eval_baseline_step(rows), false_alarms)
+# ------------------------------------------------------------------------------------------------------- judging
 
 
-def _fmt_step(step: int | None) -> str:
-    return "never" if step is None else str(step)
+@dataclass
+class Judgement:
+    key: str
+    split: str
+    fault: str | None
+    onset: int | None
+    harm_step: int | None
+    harm_why: str | None
+    alerts: list[Alert]  # after the onset (every alert for a healthy run)
+    loss_step: int | None
+    eval_step: int | None
+    first_loss_reading: int | None = None  # the first loss reading after the onset
+
+    @property
+    def harmful(self) -> bool:
+        return self.harm_step is not None
+
+    @property
+    def blunt(self) -> bool:
+        """A fault the loss shows at its very first reading after the onset (a divergence to NaN/Inf, a target
+        swapped for the online encoder mid-run): no signal can come earlier than that row, so a tie with the
+        loss-only watcher is the best case and being caught is the target."""
+        if self.harm_why is not None and self.harm_why.endswith("non-finite"):
+            return True
+        return self.loss_step is not None and self.loss_step == self.first_loss_reading
+
+    @property
+    def first(self) -> int | None:
+        return min((a.step for a in self.alerts), default=None)
+
+    @property
+    def criticals(self) -> list[Alert]:
+        return [a for a in self.alerts if a.severity == "critical"]
+
+    @property
+    def warnings(self) -> list[Alert]:
+        return [a for a in self.alerts if a.severity != "critical"]
+
+    def beats(self, baseline: int | None) -> bool:
+        return self.first is not None and (baseline is None or self.first < baseline)
+
+    def lead(self, baseline: int | None) -> int | None:
+        return None if self.first is None or baseline is None else baseline - self.first
 
 
-def table(judgements: list[Judgement]) -> str:
-    head = ("run", "fault@", "rules fired (rule@step)", "first", "loss-only", "eval", "lead/loss", "lead/eval", "ok")
-    body = []
+def judge(case_dir: Path, rules: RulesConfig | None = None) -> Judgement:
+    info, rows = load_case(case_dir)
+    onset = info["onset"]
+    alerts = evaluate_rows(rows, rules)
+    after = -1 if onset is None else onset  # rows at step s describe the state after update s
+    harm_step, why = harm(rows, onset) if onset is not None else (None, None)
+    if onset is None:
+        harm_step, why = _healthy_harm(rows)
+    first_loss = next((r["step"] for r in rows if r["step"] > after and "loss" in r), None)
+    return Judgement(f"{info['setting']}/{case_dir.name}", info["split"], info["fault"], onset, harm_step, why,
+                     [a for a in alerts if a.step > after], loss_baseline_step(rows, after),
+                     eval_baseline_step(rows, after), first_loss)
+
+
+def _healthy_harm(rows: list[dict]) -> tuple[int | None, str | None]:
+    """A healthy run judged by the same harm definition from its first reading: it must come out benign, or the
+    definition (not the rules) is wrong. Reported as a check of the labels."""
+    return harm(rows, -1)
+
+
+def library_cases(root: Path = LIBRARY) -> list[Path]:
+    return sorted(p.parent for p in root.glob("*/*/case.json"))
+
+
+# ------------------------------------------------------------------------------------------------------ reporting
+
+
+def _lead_text(leads: list[int]) -> str:
+    if not leads:
+        return "-"
+    return f"median {statistics.median(leads):+g}, worst {min(leads):+d}"
+
+
+def summary(judgements: list[Judgement]) -> tuple[list[str], list[str]]:
+    """(report lines, missed targets) for one split."""
+    healthy = [j for j in judgements if j.fault is None]
+    faults = [j for j in judgements if j.fault is not None]
+    harmful = [j for j in faults if j.harmful]
+    benign = [j for j in faults if not j.harmful]
+    caught = [j for j in harmful if j.first is not None]
+    sharp = [j for j in harmful if not j.blunt]
+    before_loss = [j for j in sharp if j.beats(j.loss_step)]
+    before_eval = [j for j in sharp if j.beats(j.eval_step)]
+    false_healthy = [j for j in healthy if j.criticals]
+    false_benign = [j for j in benign if j.criticals]
+    healthy_warnings = sum(len(j.warnings) for j in healthy)
+    mislabelled = [j for j in healthy if j.harmful]
+    lines = [
+        f"healthy runs {len(healthy)}, fault runs {len(faults)} ({len(harmful)} harmful, {len(benign)} benign)",
+        f"harmful faults caught                 {len(caught)}/{len(harmful)}",
+        f"  caught before the loss-only baseline {len(before_loss)}/{len(sharp)} (blunt faults, which the loss "
+        f"shows at its first reading after the onset, excluded: {len(harmful) - len(sharp)})",
+        f"  caught before the evaluation baseline {len(before_eval)}/{len(sharp)}",
+        f"  lead over loss-only, steps          {_lead_text([x for j in caught if (x := j.lead(j.loss_step)) is not None])}"
+        f" ({sum(j.loss_step is None for j in caught)} where the loss never showed it)",
+        f"  lead over evaluation, steps         {_lead_text([x for j in caught if (x := j.lead(j.eval_step)) is not None])}"
+        f" ({sum(j.eval_step is None for j in caught)} where evaluation never showed it)",
+        f"critical false alarms: healthy {len(false_healthy)}/{len(healthy)}, benign {len(false_benign)}/{len(benign)}",
+        f"warnings on healthy runs              {healthy_warnings} in {len(healthy)} runs",
+        f"warnings on benign fault runs         {sum(bool(j.warnings) for j in benign)}/{len(benign)} runs",
+        f"healthy runs the harm definition calls harmful (must be 0) {len(mislabelled)}",
+    ]
+    missed = [f"{j.key} missed" for j in harmful if j.first is None]
+    missed += [f"{j.key} not before loss" for j in sharp if j.first is not None and not j.beats(j.loss_step)]
+    missed += [f"{j.key} not before eval" for j in sharp if j.first is not None and not j.beats(j.eval_step)]
+    missed += [f"{j.key} critical false alarm" for j in false_healthy + false_benign]
+    missed += [f"{j.key} labelled harmful" for j in mislabelled]
+    if healthy and healthy_warnings > WARNINGS_PER_HEALTHY_RUN * len(healthy):
+        missed.append(f"{healthy_warnings} warnings on {len(healthy)} healthy runs")
+    return lines, missed
+
+
+def rule_lines(judgements: list[Judgement]) -> tuple[list[str], list[str]]:
+    """(per rule: how many of the cases made for it it fired on, rules that never fired on one)."""
+    lines, silent = [], []
+    for rule, faults in MADE_FOR.items():
+        made = [j for j in judgements if j.fault in faults and j.harmful]
+        fired = [j for j in made if any(a.rule == rule for a in j.alerts)]
+        lines.append(f"  {rule:18s} fires on {len(fired):3d} of {len(made):3d} harmful {'/'.join(sorted(faults))} runs")
+        if made and not fired:
+            silent.append(f"rule {rule} never fired on a case made for it")
+    return lines, silent
+
+
+def case_lines(judgements: list[Judgement]) -> list[str]:
+    out = []
     for j in judgements:
-        fired = ", ".join(f"{a.rule}@{a.step}" for a in j.alerts) or "none"
-        body.append((j.case.name, _fmt_step(j.fault_step) if j.case.fault else "-", fired,
-                     _fmt_step(j.first_detection) if j.case.fault else "-", _fmt_step(j.loss_step),
-                     _fmt_step(j.eval_step), j.lead(j.loss_step), j.lead(j.eval_step), "yes" if j.ok else "NO"))
-    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
-    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(head), line(tuple("-" * w for w in widths)), *map(line, body)])
-
-
-# ---------------------------------------------------------------------------------------------------- recording
-
-
-def record(run_dir: Path, dest_root: Path, pngs: int = 2) -> Path:
-    """Copy a thinned run (config, meta, metrics, the last mask and neighbour PNGs with their .json) to
-    dest_root/<name>: no checkpoints, no tensorboard."""
-    dest = dest_root / run_dir.name
-    if dest.exists():
-        shutil.rmtree(dest)
-    (dest / "artifacts").mkdir(parents=True)
-    config = (run_dir / "config.toml").read_text()
-    # The run was written to a temporary runs_dir; the recorded copy lives under data/runs.
-    config = "\n".join('runs_dir = "data/runs"' if ln.startswith("runs_dir = ") else ln for ln in config.split("\n"))
-    (dest / "config.toml").write_text(config)
-    shutil.copy2(run_dir / "meta.json", dest / "meta.json")
-    if _rederive_alerts(run_dir / "metrics.jsonl", dest / "metrics.jsonl"):
-        print(f"  {run_dir.name}: alert rows re-derived with the current rules (thresholds changed since training)")
-    for kind in ("masks", "neighbours")[:pngs]:
-        found = sorted((run_dir / "artifacts").glob(f"{kind}_step*.png"))
-        if found:
-            for path in (found[-1], found[-1].with_suffix(".json")):
-                if path.is_file():
-                    shutil.copy2(path, dest / "artifacts" / path.name)
-    return dest
-
-
-def _rederive_alerts(src: Path, dest: Path) -> bool:
-    """Copy the stream; if its live alert rows differ from what the current rules raise over its metric rows,
-    replace them by the current ones (each written right after the metric row that raised it). A recorded run
-    must read the same in `jepa doctor`, which merges recorded and fresh alerts, as it does in this benchmark."""
-    lines = src.read_text(encoding="utf-8").splitlines()
-    rows = [json.loads(line) for line in lines]
-    live = {(r["rule"], r["step"]) for r in rows if r.get("event") == "alert"}
-    if live == {(a.rule, a.step) for a in evaluate_rows(r for r in rows if "event" not in r)}:
-        shutil.copy2(src, dest)
-        return False
-    engine, out = RuleEngine(), []
-    for line, row in zip(lines, rows):
-        if row.get("event") == "alert":
-            continue
-        out.append(line)
-        for alert in engine.update(row) if "event" not in row else []:
-            out.append(encode_row({"step": alert.step, "attempt": row.get("attempt", 1),
-                                   **{k: v for k, v in alert.to_row().items() if k != "step"}}))
-    dest.write_text("\n".join(out) + "\n", encoding="utf-8")
-    return True
-
-
-# ---------------------------------------------------------------------------------------------------------- main
+        fired = ", ".join(f"{a.rule}{'!' if a.severity == 'critical' else ''}@{a.step}" for a in j.alerts[:4])
+        label = "healthy" if j.fault is None else ("harmful" if j.harmful else "benign")
+        harm_text = f"{j.harm_why}@{j.harm_step}" if j.harmful else "-"
+        out.append(f"  {j.key:44s} {label:8s} harm {harm_text:28s} loss@{j.loss_step} eval@{j.eval_step} "
+                   f"| {fired or 'no alert'}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--out", type=Path, help="where runs go (default: a temporary directory)")
-    p.add_argument("--seeds", type=int, default=3, help="healthy runs, one per seed (default 3)")
-    p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--fault-step", type=int, default=100, help="faults.start_step of the fault runs (a target copying the online encoder starts at 0)")
-    p.add_argument("--eval-every", type=int, default=25, help="diagnostics.eval_every_steps (the eval baseline)")
-    p.add_argument("--jobs", type=int, default=2, help="training processes at once (each uses one thread)")
-    p.add_argument("--only", nargs="*", help="run only these case names")
-    p.add_argument("--reuse", action="store_true", help="keep finished runs already in --out")
-    p.add_argument("--record", action="store_true", help=f"copy thinned runs into {RECORD_DIR}")
+    p.add_argument("--split", choices=("tune", "test", "both"), default="both")
+    p.add_argument("--cases", action="store_true", help="one line per case")
+    p.add_argument("--library", type=Path, default=LIBRARY)
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="rules.KEY=VALUE",
+                   help="judge with a changed threshold (tuning: look at --split tune only)")
     args = p.parse_args(argv)
-    if args.seeds < 1 or args.jobs < 1 or not 0 < args.fault_step < args.steps:
-        p.error("need --seeds >= 1, --jobs >= 1 and 0 < --fault-step < --steps")
-    selected = [c for c in cases(args.seeds) if not args.only or c.name in args.only]
-    if args.only and len(selected) != len(args.only):
-        p.error(f"unknown case in --only; known: {', '.join(c.name for c in cases(args.seeds))}")
-    tmp = None if args.out else tempfile.TemporaryDirectory(prefix="jepa-detection-")
-    out = args.out or Path(tmp.name)
-    out.mkdir(parents=True, exist_ok=True)
-    print(f"runs in {out} ({len(selected)} runs, {args.jobs} at a time, {args.steps} steps, "
-          f"faults from step {args.fault_step})", flush=True)
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        run_dirs = list(pool.map(lambda c: train(c, out, args), selected))
-    judgements = [judge(c, d) for c, d in zip(selected, run_dirs) if d is not None]
-    print()
-    print(table(judgements))
-    missed = [j.case.name for j in judgements if not j.ok]
-    missed += [c.name + " (training failed)" for c, d in zip(selected, run_dirs) if d is None]
-    print()
-    print("targets met" if not missed else f"targets MISSED by: {', '.join(missed)}")
-    if args.record:
-        for d in run_dirs:
-            if d is not None:
-                print(f"recorded {record(d, RECORD_DIR).relative_to(REPO)}")
-    if tmp is not None:
-        tmp.cleanup()
-    return 0 if not missed else 1
+    try:
+        rules = apply_overrides(Config(), args.overrides).rules.validate()
+    except (ConfigError, ValueError) as exc:
+        p.error(str(exc))
+    found = library_cases(args.library)
+    if not found:
+        print(f"no recorded cases under {args.library}: train some with `python benchmarks/library.py --train`")
+        return 2
+    judgements = [judge(d, rules) for d in found]
+    shown = [j for j in judgements if args.split in (j.split, "both")]
+    lines, failed = rule_lines(shown)
+    print(f"Every rule on the cases made for it ({'both splits' if args.split == 'both' else args.split + ' split'}):")
+    print("\n".join(lines))
+    for split in ("tune", "test"):
+        if args.split not in (split, "both"):
+            continue
+        chosen = [j for j in judgements if j.split == split]
+        title = ("TUNING split (thresholds were chosen on these runs)" if split == "tune" else
+                 "TEST split (other seeds and a setting never tuned on: the figures to quote)")
+        print(f"\n{title}")
+        lines, missed = summary(chosen)
+        print("\n".join(lines))
+        if args.cases:
+            print("\n".join(case_lines(chosen)))
+        if missed:
+            print(f"targets MISSED on the {split} split: " + "; ".join(missed))
+        failed += missed
+    print("\ntargets met" if not failed else f"\n{len(failed)} target(s) missed")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -66,9 +66,9 @@ class Signal:
     title: str
     metrics: tuple[str, ...]
     # An alert lands on this panel when its metric is one of `metrics` or its rule name
-    # contains one of these words (rule names are owned by jepa_core.rules: mask_leak,
-    # target_gradients, non_finite, variance_collapse, dead_dimensions, rank_collapse, ema_stalled,
-    # ema_runaway, ema_schedule, false_comfort, divergence, not_learning).
+    # contains one of these words (rule names are owned by jepa_core.rule_set: mask_leak,
+    # target_gradients, non_finite, variance_collapse, rank_collapse, ema_stalled, ema_runaway,
+    # false_comfort, divergence).
     rule_words: tuple[str, ...]
 
 

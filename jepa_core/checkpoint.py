@@ -93,6 +93,9 @@ def list_checkpoints(checkpoint_dir: Path) -> list[tuple[int, Path]]:
 
 
 def prune_checkpoints(checkpoint_dir: Path, keep_last: int) -> None:
+    """Delete all but the newest `keep_last` step checkpoints (0 keeps them all)."""
+    if keep_last <= 0:
+        return
     for _, path in list_checkpoints(checkpoint_dir)[:-keep_last]:
         path.unlink(missing_ok=True)
         digest_path(path).unlink(missing_ok=True)

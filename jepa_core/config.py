@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jepa_core.rules import RulesConfig
+from jepa_core.rules import RETIRED_KEYS, RulesConfig
 
 
 class ConfigError(ValueError):
@@ -118,6 +118,7 @@ class LoggingConfig:
     wandb: bool = False
     trackio: bool = False
     checkpoint_every_steps: int = 500
+    keep_checkpoints: int = 3  # newest step_*.pt kept; 0 keeps every one (e.g. to branch runs from any of them)
 
 
 @dataclass
@@ -308,6 +309,8 @@ def _apply_mapping(cfg: Config, data: dict[str, Any], source: str) -> None:
         target = getattr(cfg, section)
         names = {f.name for f in dataclasses.fields(target)}
         for key, value in values.items():
+            if section == "rules" and key in RETIRED_KEYS and key not in names:
+                continue  # a threshold of a rule since redesigned (a run written before): ignored
             if key not in names:
                 raise ConfigError(f"{source}: unknown key {section}.{key}; known keys: {', '.join(sorted(names))}")
             setattr(target, key, _coerce(f"{section}.{key}", getattr(target, key), value))

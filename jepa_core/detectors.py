@@ -22,6 +22,7 @@ __all__ = [
     "RobustBaseline",
     "OneSidedCusum",
     "EpisodeGate",
+    "TrendBreak",
 ]
 
 
@@ -181,3 +182,61 @@ class EpisodeGate:
             if self.clear_observations >= max(1, self.rearm):
                 self.armed = True
         return False
+
+
+@dataclass
+class TrendBreak:
+    """A downward break in a signal's own trend: Holt's linear smoothing per step, innovations in units of their
+    own robust noise, and a one-sided CUSUM on the shortfall.
+
+    Each reading is compared with what the run's recent level and slope predict for its step, so a healthy drift
+    (falling or rising at the pace the signal has kept) scores about 0, and only a fall faster than that pace, held
+    over several readings, accumulates. Feed it log values for a scale-free signal. The trend keeps learning during
+    a break (the slope's memory bounds how fast it absorbs one): slowing it down then made healthy runs whose fall
+    merely accelerated run away on the detection library.
+    """
+
+    level_steps: float  # the level's memory, in steps
+    slope_steps: float  # the slope's memory, in steps (longer: the pace of the last few hundred steps)
+    drift: float  # CUSUM allowance per reading, in noise scales
+    threshold: float  # CUSUM alarm level, in noise scales
+    clip: float = 4.0  # most one reading can add
+    min_scale: float = 0.01  # floor of the innovation scale (a 1% move in log units)
+    scale_alpha: float = 0.1
+    level: float | None = None
+    slope: float = 0.0
+    scale: float = 0.0
+    last_step: int | None = None
+    count: int = 0
+    total: float = 0.0
+
+    def z(self, step: int, x: float) -> float:
+        """The reading's shortfall below the trend's prediction, in noise scales (positive = lower than predicted)."""
+        if self.level is None or self.last_step is None:
+            return 0.0
+        predicted = self.level + self.slope * max(0, step - self.last_step)
+        return (predicted - x) / max(self.scale, self.min_scale)
+
+    def update(self, step: int, x: float) -> bool:
+        """Learn from the reading at `step`; True while the accumulated shortfall is at or above the threshold."""
+        self.count += 1
+        if self.level is None or self.last_step is None:
+            self.level, self.last_step = x, step
+            return False
+        dt = step - self.last_step
+        if dt <= 0:
+            return self.total >= self.threshold
+        z = self.z(step, x)
+        if self.count > 3:  # the noise scale needs a few innovations before z means anything
+            self.total = max(0.0, self.total + min(z, self.clip) - self.drift)
+        predicted = self.level + self.slope * dt
+        error = x - predicted
+        rate = max(self.scale_alpha, 1.0 / (self.count - 1))
+        limit = 3.0 * max(self.scale, self.min_scale)
+        self.scale += rate * (min(abs(error), limit) - self.scale)
+        a = 1.0 - math.exp(-dt / self.level_steps)
+        b = 1.0 - math.exp(-dt / self.slope_steps)
+        new_level = predicted + a * error
+        self.slope += b * (new_level - self.level - self.slope * dt) / dt
+        self.level, self.last_step = new_level, step
+        return self.total >= self.threshold

@@ -22,7 +22,7 @@ def ema_momentum(
     """
     if total_steps < 1:
         raise ValueError(f"ema_momentum: total_steps must be at least 1, got {total_steps}")
-    for name, value in (("ema.momentum_start", start), ("ema.momentum_end", end)):
+    for name, value in (("ema.start", start), ("ema.end", end)):
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"{name} must be in [0, 1], got {value}")
     t = min(max(step / total_steps, 0.0), 1.0)

@@ -37,7 +37,7 @@ from jepa_core.stream import (
     _purge_thresholds,
     _restore_non_finite,
     _row_problem,
-    _TOKEN_TO_FLOAT,
+    TOKEN_TO_FLOAT,
 )
 
 _POSITION_KEYS = ("step", "attempt")
@@ -168,7 +168,7 @@ def _canonical_keys(row: object) -> tuple[str, ...] | None:
         if _UNRENAMABLE.search(key):
             return None
         kind = type(value)
-        numeric = kind is float or kind is int or (kind is str and value in _TOKEN_TO_FLOAT)
+        numeric = kind is float or kind is int or (kind is str and value in TOKEN_TO_FLOAT)
         if not numeric and key not in _POSITION_KEYS:
             return None
     return ("step",) + (("attempt",) if "attempt" in row else ()) + tuple(k for k in row if k not in _POSITION_KEYS)
@@ -347,7 +347,7 @@ def _position_range_problem(row: dict) -> str | None:
 
 def _as_number(value: object) -> float | None:
     if type(value) is str:
-        return _TOKEN_TO_FLOAT.get(value)
+        return TOKEN_TO_FLOAT.get(value)
     try:
         return float(value) if type(value) in (float, int, bool) else None  # type: ignore[arg-type]
     except OverflowError:  # an integer beyond float64

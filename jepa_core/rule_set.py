@@ -1,20 +1,21 @@
 """The rules of SPEC §7, one class each, and `build_rules` that configures a fresh set for one stream.
 
-The engine, the config and the alert type live in `jepa_core.rules`; the statistics the rules lean on (running
-peaks, robust baselines, CUSUM, episode gates) in `jepa_core.detectors`.
+Two kinds. Invariant rules fire at once on a logged fact that is exact on every healthy run: a target patch in the
+context, a target parameter that trains, a non-finite loss, a target equal to the online encoder or never updated.
+Trend rules judge a signal against its own recent level, slope and noise (`detectors.TrendBreak`), never against a
+fixed fraction of its peak: a healthy run drifts, by an amount that depends on the setting, while a failure makes a
+signal fall (or climb) faster than it was moving. `false_comfort` is a combination only a failure produced in the
+detection library: variance and rank collapsing at once while predictions still match the targets.
+
+The engine, the config and the alert type live in `jepa_core.rules`; the statistics in `jepa_core.detectors`.
 """
 
 from __future__ import annotations
 
 import math
 
-from jepa_core.detectors import (
-    EpisodeGate,
-    OneSidedCusum,
-    RobustBaseline,
-    StepEwma,
-)
-from jepa_core.rules import Alert, Rule, RulesConfig, _fmt, _number, _RuleBase, _Smoothed, _split_names
+from jepa_core.detectors import OneSidedCusum, RobustBaseline, TrendBreak
+from jepa_core.rules import Alert, Rule, RulesConfig, _fmt, _number, _RuleBase, _split_names
 
 
 class ImmediateThresholdRule(_RuleBase):
@@ -58,6 +59,30 @@ class NonFiniteRule(_RuleBase):
         return alerts
 
 
+class _Trend:
+    """One signal judged against its own trend: a `TrendBreak` on the log of its readings after warm-up.
+
+    Log values make the noise scale and the slope relative (a 10% fall is the same whatever the metric's units).
+    `rising` watches for a climb instead of a fall.
+    """
+
+    def __init__(self, cfg: RulesConfig, threshold: float, rising: bool = False) -> None:
+        self.rising = rising
+        self.detector = TrendBreak(cfg.trend_level_steps, cfg.trend_slope_steps, cfg.trend_drift, threshold,
+                                   clip=cfg.trend_clip, min_scale=cfg.trend_min_scale,
+                                   scale_alpha=cfg.trend_scale_alpha)
+
+    def update(self, step: int, value: float) -> bool:
+        x = math.log(max(value, 1e-30))
+        return self.detector.update(step, -x if self.rising else x)
+
+    @property
+    def level(self) -> float | None:
+        """The trend's current level, in the metric's units."""
+        level = self.detector.level
+        return None if level is None else math.exp(-level if self.rising else level)
+
+
 class VarianceCollapseRule(_RuleBase):
     name = "variance_collapse"
     metrics = ("target/std_mean", "target/std_l2n")
@@ -65,58 +90,30 @@ class VarianceCollapseRule(_RuleBase):
 
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
-        self.tracks = {m: _Smoothed(cfg.smoothing_alpha) for m in self.metrics}
-        self.references = {m: StepEwma(cfg.variance_rate_window_steps) for m in self.metrics}
+        self.trends = {m: _Trend(cfg, cfg.variance_break) for m in self.metrics}
+        self.breaking: set[str] = set()  # metrics whose fall is, right now, faster than their own trend allows
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg, alerts = row["step"], self.cfg, []
-        for metric, track in self.tracks.items():
-            value = _number(row, metric)
-            if value is None or not math.isfinite(value) or step < cfg.warmup_steps:
+        for metric, trend in self.trends.items():
+            value = self._settled_reading(row, metric)
+            if value is None:
                 continue
-            reference = self.references[metric].value  # about variance_rate_window_steps old, before this reading
-            smoothed = track.update(value)
-            self.references[metric].update(step, smoothed)
-            ratio = track.fraction_of_peak()
-            rate = smoothed / reference if reference else None
-            falling = track.count >= cfg.min_readings and (
-                (ratio is not None and ratio < cfg.variance_fraction_of_peak)
-                or (rate is not None and rate < cfg.variance_rate_min_ratio))
-            if self.gate.observe(metric, falling or value <= cfg.variance_abs_floor, cfg.variance_patience):
-                alerts.append(self._alert(step, "critical", metric, value, (
-                    f"representation collapse: {metric} = {_fmt(value)} at step {step}, "
-                    f"{_fmt(100 * (ratio or 0.0))}% of its peak {_fmt(track.peak.value or 0.0)}"
-                    + (f" and {_fmt(100 * rate)}% of its level ~{_fmt(cfg.variance_rate_window_steps)} steps ago"
-                       if rate is not None else "") + "; the target features "
-                    "are converging to a constant while the loss can still look fine. Check first the EMA momentum "
-                    "(ema.start close to 1, not 0), that the target encoder is not the online encoder, the "
-                    "predictor depth and the learning rate; compare target/effective_rank.")))
+            constant = value <= cfg.variance_abs_floor
+            breaking = trend.update(step, value) if not constant else True
+            self.breaking.discard(metric)
+            if breaking:
+                self.breaking.add(metric)
+            if self.gate.observe(metric, breaking, 1):
+                severity = "critical" if constant else "warning"
+                how = ("the target features are constant" if constant else
+                       f"falling faster than its own trend and noise allow (trend level {_fmt(trend.level or 0)})")
+                alerts.append(self._alert(step, severity, metric, value, (
+                    f"variance collapse: {metric} = {_fmt(value)} at step {step}, {how}; the target features are "
+                    "converging to a constant while the loss can still look fine. Check first the EMA momentum "
+                    "(ema.start close to 1, not 0), that the target encoder is not the online encoder, any extra "
+                    "loss term, the predictor depth and the learning rate; compare target/effective_rank.")))
         return alerts
-
-
-class DeadDimensionsRule(_RuleBase):
-    name = "dead_dimensions"
-    metric = "target/dead_dim_fraction"
-    watches = frozenset({metric})
-
-    def __init__(self, cfg: RulesConfig) -> None:
-        super().__init__(cfg)
-        self.track = _Smoothed(cfg.smoothing_alpha)
-
-    def update(self, row: dict) -> list[Alert]:
-        step, cfg = row["step"], self.cfg
-        value = self._settled_reading(row, self.metric)
-        if value is None:
-            return []
-        smoothed = self.track.update(value)
-        low = self.track.low.value if self.track.low.value is not None else smoothed
-        rising = smoothed - low >= cfg.dead_dim_rise or smoothed >= cfg.dead_dim_max_fraction
-        if self.gate.observe(self.metric, self.track.count >= cfg.min_readings and rising, cfg.dead_dim_patience):
-            return [self._alert(step, "warning", self.metric, value, (
-                f"{_fmt(100 * value)}% of target feature dimensions are dead (no variance) at step {step}, up from "
-                f"{_fmt(100 * low)}%. Check first weight decay (too large shrinks whole dimensions), the EMA momentum, "
-                "and the learning rate; a falling target/effective_rank confirms a dimensional collapse."))]
-        return []
 
 
 class RankCollapseRule(_RuleBase):
@@ -126,37 +123,24 @@ class RankCollapseRule(_RuleBase):
 
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
-        self.tracks = {m: _Smoothed(cfg.smoothing_alpha) for m in self.metrics}
-        self.references = {m: StepEwma(cfg.rank_rate_window_steps) for m in self.metrics}
-
-    def _limits(self, metric: str) -> tuple[float, float]:
-        """(fraction of peak, rate ratio) below which `metric` counts as collapsing."""
-        cfg = self.cfg
-        if metric == "target/effective_rank":
-            return cfg.pooled_rank_fraction_of_peak, cfg.pooled_rank_rate_min_ratio
-        return cfg.rank_fraction_of_peak, cfg.rank_rate_min_ratio
+        self.trends = {"target/token_effective_rank": _Trend(cfg, cfg.rank_break),
+                       "target/effective_rank": _Trend(cfg, cfg.pooled_rank_break)}
+        self.breaking: set[str] = set()
 
     def update(self, row: dict) -> list[Alert]:
-        step, cfg, alerts = row["step"], self.cfg, []
-        for metric, track in self.tracks.items():
-            value = _number(row, metric)
-            if value is None or not math.isfinite(value) or step < cfg.warmup_steps:
+        step, alerts = row["step"], []
+        for metric, trend in self.trends.items():
+            value = self._settled_reading(row, metric)
+            if value is None:
                 continue
-            fraction_limit, rate_limit = self._limits(metric)
-            reference = self.references[metric].value  # about rank_rate_window_steps old, before this reading
-            smoothed = track.update(value)
-            self.references[metric].update(step, smoothed)
-            of_peak = track.fraction_of_peak()
-            below_peak = of_peak is not None and of_peak < fraction_limit
-            rate = smoothed / reference if reference else None
-            sharp = rate is not None and rate < rate_limit
-            condition = track.count >= cfg.min_readings and (below_peak or sharp)
-            if self.gate.observe(metric, condition, cfg.rank_patience):
-                how = (f"below {_fmt(100 * fraction_limit)}% of its peak {_fmt(track.peak.value or 0)}"
-                       if below_peak else f"falling fast ({_fmt(100 * (rate or 0))}% of its level "
-                       f"~{_fmt(cfg.rank_rate_window_steps)} steps ago)")
+            breaking = trend.update(step, value)
+            self.breaking.discard(metric)
+            if breaking:
+                self.breaking.add(metric)
+            if self.gate.observe(metric, breaking, 1):
                 alerts.append(self._alert(step, "warning", metric, value, (
-                    f"rank collapse: {metric} = {_fmt(value)} at step {step}, {how}; the representation is losing "
+                    f"rank collapse: {metric} = {_fmt(value)} at step {step}, falling faster than its own trend "
+                    f"and noise allow (trend level {_fmt(trend.level or 0)}); the representation is losing "
                     "dimensions. Check first the EMA momentum (target copying the online encoder collapses within "
                     "~100 steps), the learning rate (a blow-up collapses rank while std rises), and the masks; "
                     "watch target/std_l2n and the loss for the crash that follows.")))
@@ -219,125 +203,97 @@ class EmaRunawayRule(_RuleBase):
 
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
-        self.reference = StepEwma(cfg.ema_runaway_window_steps)
-        self.early_level: float | None = None
-        self.previous: float | None = None
+        self.trend = _Trend(cfg, cfg.ema_runaway_break, rising=True)
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg = row["step"], self.cfg
         value = self._settled_reading(row, self.metric)
-        if value is None:
+        if value is None or value <= 0:  # exactly 0 is ema_stalled's
             return []
-        reference, previous = self.reference.value, self.previous
-        self.reference.update(step, value)
-        self.previous = value
-        if self.early_level is None and step >= cfg.ema_runaway_reference_step:
-            self.early_level = value
-        jump = bool(reference) and value / reference > cfg.ema_runaway_jump_factor
-        growing = (self.early_level is not None and self.early_level > 0 and previous is not None
-                   and value > previous and value > cfg.ema_runaway_growth_factor * self.early_level)
-        out_of_bounds = value > cfg.ema_runaway_max_distance or growing
-        fired = self.gate.observe("jump", jump, 1)
-        fired = self.gate.observe("bound", out_of_bounds, cfg.ema_runaway_patience) or fired
-        if not fired:
+        climbing = self.trend.update(step, value)
+        out_of_bounds = value > cfg.ema_runaway_max_distance
+        if not self.gate.observe(self.metric, climbing or out_of_bounds, 1):
             return []
         return [self._alert(step, "warning", self.metric, value, (
             f"the online encoder is running away from the target ({self.metric} = {_fmt(value)} at step {step}, "
-            f"{'a sudden jump' if jump else 'growing without levelling off'}). Check first the learning rate (a "
-            "blow-up moves the online weights faster than the EMA can follow; see grad_norm and loss), then "
-            "whether the target is updated at all (ema_tau stuck at 1, frozen target statistics)."))]
-
-
-class EmaScheduleRule(_RuleBase):
-    name = "ema_schedule"
-    metric = "ema_tau"
-    watches = frozenset({metric})
-
-    def __init__(self, cfg: RulesConfig) -> None:
-        super().__init__(cfg)
-        self.previous: float | None = None
-        self.range_gate = EpisodeGate(rearm=cfg.rearm_readings)  # out of range and decreasing are separate faults
-
-    def update(self, row: dict) -> list[Alert]:
-        step = row["step"]
-        value = _number(row, self.metric)
-        if value is None:
-            return []
-        out_of_range = not 0.0 <= value <= 1.0  # also true for NaN
-        decreasing = (self.previous is not None and math.isfinite(value)
-                      and value < self.previous - self.cfg.ema_tau_decrease_tolerance)
-        previous, self.previous = self.previous, value if math.isfinite(value) else self.previous
-        alerts = []
-        if self.range_gate.observe("range", out_of_range, 1):
-            alerts.append(self._alert(step, "critical", self.metric, value, (
-                f"ema_tau = {_fmt(value)} at step {step} is outside [0, 1]: the target update extrapolates instead "
-                "of averaging. Check first ema.start / ema.end and the momentum schedule function.")))
-        if self.gate.observe("decrease", decreasing, 1):
-            alerts.append(self._alert(step, "warning", self.metric, value, (
-                f"ema_tau decreased from {_fmt(previous or 0.0)} to {_fmt(value)} at step {step}; the momentum "
-                "schedule should be non-decreasing (e.g. 0.996 -> 1.0). Check first ema.start <= ema.end, the "
-                "schedule's total steps, and that a resume passes the global step, not a per-attempt counter.")))
-        return alerts
+            f"{'farther than the weights norm' if out_of_bounds else 'climbing faster than its own trend'}). Check "
+            "first the learning rate (a blow-up moves the online weights faster than the EMA can follow; see "
+            "grad_norm and loss), then the EMA momentum schedule."))]
 
 
 class FalseComfortRule(_RuleBase):
+    """Variance and rank both collapsing at once while predictions still match the targets: a combination that a
+    healthy run's slow drift does not produce."""
+
     name = "false_comfort"
     metric = "pred_target/cosine"
-    watches = frozenset({metric, *VarianceCollapseRule.metrics})
 
-    def __init__(self, cfg: RulesConfig) -> None:
+    def __init__(self, cfg: RulesConfig, variance: VarianceCollapseRule, rank: RankCollapseRule) -> None:
         super().__init__(cfg)
-        self.tracks = {m: _Smoothed(cfg.smoothing_alpha) for m in VarianceCollapseRule.metrics}
+        self.variance, self.rank = variance, rank
+        self.watches = frozenset({self.metric, *variance.watches, *rank.watches})
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg = row["step"], self.cfg
-        if step < cfg.warmup_steps:
+        cosine = self._settled_reading(row, self.metric)
+        if cosine is None:
             return []
-        for metric, track in self.tracks.items():
-            value = _number(row, metric)
-            if value is not None and math.isfinite(value):
-                track.update(value)
-        cosine = _number(row, self.metric)
-        if cosine is None or not math.isfinite(cosine):
-            return []
-        ratios = [r for t in self.tracks.values() if t.count >= cfg.min_readings
-                  and (r := t.fraction_of_peak()) is not None]
-        collapsed = bool(ratios) and min(ratios) < cfg.false_comfort_variance_fraction
-        if self.gate.observe(self.metric, cosine > cfg.false_comfort_cosine and collapsed, cfg.false_comfort_patience):
+        both = bool(self.variance.breaking) and bool(self.rank.breaking)
+        if self.gate.observe(self.metric, both and cosine >= cfg.false_comfort_cosine, cfg.false_comfort_patience):
             return [self._alert(step, "critical", self.metric, cosine, (
-                f"false comfort: predictions match targets (cosine {_fmt(cosine)}) only because target variance "
-                f"fell to {_fmt(100 * min(ratios))}% of its peak at step {step}; a constant target is trivially "
-                "predictable. Check first the EMA momentum and target/effective_rank; do not trust the loss."))]
+                f"false comfort: predictions match targets (cosine {_fmt(cosine)}) while both the target variance "
+                f"({', '.join(sorted(self.variance.breaking))}) and its rank ({', '.join(sorted(self.rank.breaking))}) "
+                f"collapse at step {step}; a constant target is trivially predictable. Check first the EMA "
+                "momentum, any extra loss term and the learning rate; do not trust the loss."))]
         return []
+
+
+class _LevelShift:
+    """A sustained climb of a signal's log level above its robust running baseline (one-sided CUSUM on z-scores):
+    a step change, such as a learning rate multiplied, or a steady climb; one spike cannot fire it."""
+
+    def __init__(self, cfg: RulesConfig) -> None:
+        self.cfg = cfg
+        self.baseline = RobustBaseline(cfg.divergence_baseline_alpha, min_scale=cfg.divergence_min_log_scale,
+                                       scale_alpha=cfg.divergence_scale_alpha)
+        self.cusum = OneSidedCusum(cfg.divergence_cusum_drift, cfg.divergence_cusum_threshold,
+                                   cfg.divergence_cusum_clip)
+
+    def update(self, value: float) -> bool:
+        x = math.log(max(value, 1e-30))
+        climbing = self.cusum.update(self.baseline.z(x)) if self.baseline.count >= self.cfg.min_readings else False
+        self.baseline.update(x, suspect=self.cusum.total > self.cfg.divergence_suspect_level)
+        return climbing
+
+    @property
+    def baseline_value(self) -> float:
+        return math.exp(self.baseline.center or 0.0)
 
 
 class DivergenceRule(_RuleBase):
     name = "divergence"
-    watches = frozenset({"grad_norm", "loss"})
+    watches = frozenset({"grad_norm", "loss", "health/update_ratio"})
 
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
-        self.grad_baseline = RobustBaseline(cfg.divergence_baseline_alpha, min_scale=cfg.divergence_min_log_scale,
-                                            scale_alpha=cfg.divergence_scale_alpha)
-        self.cusum = OneSidedCusum(cfg.divergence_cusum_drift, cfg.divergence_cusum_threshold,
-                                   cfg.divergence_cusum_clip)
+        self.shifts = {"grad_norm": _LevelShift(cfg), "health/update_ratio": _LevelShift(cfg)}
         self.loss_baseline = RobustBaseline(cfg.divergence_baseline_alpha, scale_alpha=cfg.divergence_scale_alpha)
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg, alerts = row["step"], self.cfg, []
         if step < cfg.divergence_warmup_steps:
             return []
-        grad_norm = _number(row, "grad_norm")
-        if grad_norm is not None and math.isfinite(grad_norm):
-            log_grad = math.log(max(grad_norm, 1e-30))
-            ready = self.grad_baseline.count >= cfg.min_readings
-            climbing = self.cusum.update(self.grad_baseline.z(log_grad)) if ready else False
-            self.grad_baseline.update(log_grad, suspect=self.cusum.total > cfg.divergence_suspect_level)
-            if self.gate.observe("grad_norm", climbing, 1):
-                base = math.exp(self.grad_baseline.center or 0.0)
-                alerts.append(self._alert(step, "warning", "grad_norm", grad_norm, (
-                    f"divergence: grad_norm has been climbing (now {_fmt(grad_norm)}, baseline ~{_fmt(base)}) up to "
-                    f"step {step}, a sustained shift rather than a spike. Check first the learning rate (lower it or "
+        for metric, shift in self.shifts.items():
+            value = _number(row, metric)
+            if value is None or not math.isfinite(value):
+                continue
+            climbing = shift.update(value)
+            if self.gate.observe(metric, climbing, 1):
+                what = ("the optimizer's steps grew relative to the weights" if metric == "health/update_ratio"
+                        else "a sustained shift rather than a spike")
+                alerts.append(self._alert(step, "warning", metric, value, (
+                    f"divergence: {metric} has been climbing (now {_fmt(value)}, baseline ~{_fmt(shift.baseline_value)}"
+                    f") up to step {step}: {what}. Check first the learning rate and its schedule (lower it or "
                     "lengthen warm-up), gradient clipping, and weight decay; watch the loss for a spike next.")))
         loss = _number(row, "loss")
         if loss is not None and math.isfinite(loss):
@@ -354,27 +310,9 @@ class DivergenceRule(_RuleBase):
         return alerts
 
 
-class NotLearningRule(_RuleBase):
-    name = "not_learning"
-    metric = "grad_norm"
-    watches = frozenset({metric})
-
-    def update(self, row: dict) -> list[Alert]:
-        step, cfg = row["step"], self.cfg
-        value = self._settled_reading(row, self.metric)
-        if value is None:
-            return []
-        if self.gate.observe(self.metric, value <= cfg.not_learning_max_grad_norm, cfg.not_learning_patience):
-            return [self._alert(step, "warning", self.metric, value, (
-                f"not learning: grad_norm = {_fmt(value)} at step {step}, near zero for "
-                f"{cfg.not_learning_patience} readings. Check first that the loss depends on trainable parameters "
-                "(no detach()/no_grad() around the predictor or context encoder, requires_grad=True), that the "
-                "optimizer holds the online parameters, and that the target is not identical to the prediction."))]
-        return []
-
-
 def build_rules(cfg: RulesConfig) -> list[Rule]:
     """One instance of every §7 rule, configured by `cfg` (fresh state: use one set per stream)."""
+    variance, rank = VarianceCollapseRule(cfg), RankCollapseRule(cfg)
     return [
         ImmediateThresholdRule(cfg, "mask_leak", "mask/overlap_fraction", cfg.mask_leak_max_overlap, (
             "mask leak: {value} of target patches also appear in the context at step {step}; the predictor can copy "
@@ -385,13 +323,10 @@ def build_rules(cfg: RulesConfig) -> list[Rule]:
             "that the target forward runs under torch.no_grad() and that its parameters have requires_grad=False "
             "and are not in the optimizer.")),
         NonFiniteRule(cfg),
-        VarianceCollapseRule(cfg),
-        DeadDimensionsRule(cfg),
-        RankCollapseRule(cfg),
+        variance,
+        rank,
         EmaStalledRule(cfg),
         EmaRunawayRule(cfg),
-        EmaScheduleRule(cfg),
-        FalseComfortRule(cfg),
+        FalseComfortRule(cfg, variance, rank),  # after the two it reads, so it sees this row's verdicts
         DivergenceRule(cfg),
-        NotLearningRule(cfg),
     ]

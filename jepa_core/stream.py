@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 NAN_TOKEN, POS_INF_TOKEN, NEG_INF_TOKEN = "NaN", "Infinity", "-Infinity"
-_TOKEN_TO_FLOAT = {NAN_TOKEN: math.nan, POS_INF_TOKEN: math.inf, NEG_INF_TOKEN: -math.inf}
+TOKEN_TO_FLOAT = {NAN_TOKEN: math.nan, POS_INF_TOKEN: math.inf, NEG_INF_TOKEN: -math.inf}
 # Keys whose values are prose or names, never numbers: a message that reads "NaN" stays a string.
 TEXT_FIELDS = frozenset({"event", "rule", "severity", "metric", "message", "name", "text"})
 ALERT_COLUMNS = ("step", "attempt", "rule", "severity", "metric", "value", "message")
@@ -73,7 +73,7 @@ def to_plain_row(row: dict) -> dict:
             out[key] = value
         else:
             plain = _plain(value, key)
-            out[key] = _TOKEN_TO_FLOAT.get(plain, plain) if isinstance(plain, str) else plain
+            out[key] = TOKEN_TO_FLOAT.get(plain, plain) if isinstance(plain, str) else plain
     return out
 
 
@@ -91,8 +91,8 @@ def encode_row(row: dict) -> str:
 
 def _restore_non_finite(row: dict) -> dict:
     for key, value in row.items():
-        if type(value) is str and value in _TOKEN_TO_FLOAT and key not in TEXT_FIELDS:
-            row[key] = _TOKEN_TO_FLOAT[value]
+        if type(value) is str and value in TOKEN_TO_FLOAT and key not in TEXT_FIELDS:
+            row[key] = TOKEN_TO_FLOAT[value]
     return row
 
 

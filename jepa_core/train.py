@@ -406,7 +406,7 @@ class Trainer:
                  "instrumentation": self.instrumentation.state_dict(), "config": config_to_dict(self.cfg),
                  "data": {"skipped_images": self.skipped_images}}
         save_checkpoint(self.paths.checkpoints, self.step, state)
-        prune_checkpoints(self.paths.checkpoints, keep_last=3)
+        prune_checkpoints(self.paths.checkpoints, keep_last=self.cfg.logging.keep_checkpoints)
 
     # ----------------------------------------------------------------------------------------------------- loop
     def run(self, stop_event: threading.Event | None = None, on_metrics: MetricsCallback | None = None,

@@ -36,6 +36,8 @@ def build_parser(prog: str = "jepa train") -> argparse.ArgumentParser:
     p.add_argument("--name", help="run name (directory under logging.runs_dir)")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its latest checkpoint")
     p.add_argument("--quiet", action="store_true", help="no progress bar or console lines")
+    p.add_argument("--until", type=int, metavar="STEP", help="stop at this step as a signal would (final checkpoint, "
+                   "status stopped); --resume goes on from there")
     p.add_argument("--profile-steps", metavar="A:B", help="write a torch.profiler trace of steps A to B (inclusive) "
                    "to RUN/traces/ (Chrome/Perfetto JSON: open it in https://ui.perfetto.dev or chrome://tracing)")
     return p
@@ -66,13 +68,18 @@ def main(argv: list[str] | None = None) -> int:
         try:
             cfg = config_from_args(args)
             profile = parse_profile_steps(args.profile_steps) if args.profile_steps else None
+            if args.until is not None and args.until < 1:
+                raise ConfigError(f"--until must be a step of 1 or more, got {args.until}")
             distributed.init_if_needed(cfg.runtime.device)
             trainer = Trainer(cfg, run_dir=args.resume, resume=args.resume is not None, quiet=args.quiet,
                               profile_steps=profile)
         except (ConfigError, DataError, CheckpointError, FileExistsError, RunLockedError) as exc:
             print(f"error: {terminal_safe(str(exc))}", file=sys.stderr)
             return 2
-        status = trainer.run(stop_event=stop)
+        max_steps = None if args.until is None else max(0, args.until - trainer.step)
+        status = trainer.run(stop_event=stop, max_steps=max_steps)
+        if status == run_status.PAUSED:  # reached --until before the configured end
+            status = trainer.end(run_status.STOPPED)
     if trainer.dist.is_main and not args.quiet:
         kept = f" (last finite state: step {trainer.step})" if status == run_status.DIVERGED else ""
         print(terminal_safe(f"{status} at step {trainer.last_step}{kept}: {trainer.paths.root}"))

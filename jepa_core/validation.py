@@ -245,6 +245,9 @@ def validate_config(cfg: Config) -> Config:
         v = getattr(cfg.ema, name)
         if not 0 <= v <= 1:
             raise ConfigError(f"ema.{name} must be in [0, 1], got {v}")
+    if cfg.ema.start > cfg.ema.end:
+        raise ConfigError(f"ema.start ({cfg.ema.start}) must not exceed ema.end ({cfg.ema.end}): a momentum that falls "
+                          "over the run makes the target follow the online encoder ever more closely")
     if cfg.ema.schedule not in ("linear", "cosine"):
         raise ConfigError(f"ema.schedule: unknown schedule {cfg.ema.schedule!r}; choose linear or cosine")
 
@@ -256,6 +259,8 @@ def validate_config(cfg: Config) -> Config:
     _positive("eval.probe_epochs", cfg.eval.probe_epochs)
     _positive("logging.log_every_steps", cfg.logging.log_every_steps)
     _positive("logging.checkpoint_every_steps", cfg.logging.checkpoint_every_steps)
+    if cfg.logging.keep_checkpoints < 0:
+        raise ConfigError(f"logging.keep_checkpoints must be 0 (keep all) or more, got {cfg.logging.keep_checkpoints}")
     if not cfg.logging.runs_dir:
         raise ConfigError("logging.runs_dir must not be empty")
     check_run_name("logging.name", cfg.logging.name)

@@ -140,3 +140,23 @@ def test_pipeline_defaults_are_ijepa_and_leave_the_tiny_preset_unchanged():
     for key in ("num_workers", "prefetch_factor", "crop_scale", "crop_ratio", "hflip", "jpeg_draft"):
         assert getattr(cfg.data, key) == getattr(default.data, key), key
     assert cfg.data.num_workers == 0 and cfg.runtime.compile is False
+
+
+def test_a_falling_ema_schedule_is_refused_before_any_work():
+    with pytest.raises(ConfigError, match=r"ema.start .* must not exceed ema.end"):
+        validate(apply_overrides(preset("tiny"), ["ema.start=1.0", "ema.end=0.99"]))
+
+
+def test_keep_checkpoints_zero_keeps_all_and_negative_is_refused():
+    assert validate(apply_overrides(preset("tiny"), ["logging.keep_checkpoints=0"])).logging.keep_checkpoints == 0
+    with pytest.raises(ConfigError, match="logging.keep_checkpoints"):
+        validate(apply_overrides(preset("tiny"), ["logging.keep_checkpoints=-1"]))
+
+
+def test_a_run_written_with_retired_rule_thresholds_still_loads(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text('[rules]\nvariance_fraction_of_peak = 0.55\nnot_learning_patience = 5\nvariance_break = 7.0\n')
+    assert load_config(path).rules.variance_break == 7.0
+    path.write_text('[rules]\nno_such_threshold = 1.0\n')
+    with pytest.raises(ConfigError, match="rules.no_such_threshold"):
+        load_config(path)

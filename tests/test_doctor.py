@@ -63,14 +63,14 @@ def test_healthy_run_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 def test_warning_run_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    def shrink_tau(step: int, row: dict) -> None:
-        if step >= 100:
-            row["ema_tau"] = 0.99
+    def lr_jump(step: int, row: dict) -> None:  # the optimizer's steps grow tenfold at step 100: a warning
+        if step % 10 == 0:
+            row["health/update_ratio"] = 1e-3 * (10.0 if step >= 100 else 1.0)
 
-    run = write_run(tmp_path, healthy_rows(mutate=shrink_tau))
+    run = write_run(tmp_path, healthy_rows(mutate=lr_jump))
     assert doctor_main([str(run)]) == 1
     out = capsys.readouterr().out
-    assert "verdict: WARNING" in out and "ema_schedule" in out and "step     100" in out
+    assert "verdict: WARNING" in out and "divergence" in out and "step     1" in out
 
 
 def test_critical_run_exits_1_and_lists_the_runbook_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

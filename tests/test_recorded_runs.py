@@ -25,7 +25,7 @@ MAX_TOTAL_BYTES = 4 * 1024 * 1024  # "a few MB in all"
 
 
 
-BENCHMARK = load_benchmark()
+BENCHMARK = load_benchmark("demo_runs")
 CASES = BENCHMARK.cases(3)
 HEALTHY = [c for c in CASES if c.fault is None]
 FAULTS = [c for c in CASES if c.fault is not None]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from jepa_core.detectors import EpisodeGate, OneSidedCusum, RobustBaseline, StepEwma
+from jepa_core.detectors import EpisodeGate, OneSidedCusum, RobustBaseline, StepEwma, TrendBreak
 from jepa_core.rules import Alert, Rule, RuleEngine, RulesConfig, build_rules, evaluate_rows
 
 STEPS = 300
@@ -137,29 +137,18 @@ def test_variance_collapse_fires_during_the_fall(seed: int) -> None:
         if step >= 100 and "target/std_mean" in row:
             row["target/std_mean"] *= 0.5 ** ((step - 100) / 15)
 
-    alert = single_alert(synthetic_run(seed, mutate=collapse), "variance_collapse", 115, 150)
-    assert alert.severity == "critical" and alert.metric == "target/std_mean"
-    assert "EMA momentum" in alert.message
+    alert = single_alert(synthetic_run(seed, mutate=collapse), "variance_collapse", 105, 140)
+    assert alert.severity == "warning" and alert.metric == "target/std_mean"
+    assert "EMA momentum" in alert.message and "own trend" in alert.message
 
 
-def test_variance_collapse_on_non_monotone_std_l2n() -> None:
-    # std of L2-normalised features is not monotone on the way down: it wobbles +-30% while it decays
-    def collapse(step: int, row: dict) -> None:
-        if step >= 100 and "target/std_l2n" in row:
-            wobble = 1.3 if (step // 5) % 2 else 0.8
-            row["target/std_l2n"] *= wobble * 0.5 ** ((step - 100) / 20)
+def test_constant_target_features_are_critical() -> None:
+    def constant(step: int, row: dict) -> None:
+        if step >= 150 and "target/std_l2n" in row:
+            row["target/std_l2n"] = 0.0
 
-    alert = single_alert(synthetic_run(3, mutate=collapse), "variance_collapse", 120, 190)
-    assert alert.metric == "target/std_l2n"
-
-
-def test_dead_dimensions_fires_on_sustained_rise() -> None:
-    def dying(step: int, row: dict) -> None:
-        if step >= 120 and "target/dead_dim_fraction" in row:
-            row["target/dead_dim_fraction"] = min(0.8, 0.01 + 0.01 * (step - 120))
-
-    alert = single_alert(synthetic_run(4, mutate=dying), "dead_dimensions", 140, 170)
-    assert alert.severity == "warning" and "weight decay" in alert.message
+    alert = single_alert(synthetic_run(3, mutate=constant), "variance_collapse", 150, 150)
+    assert alert.severity == "critical" and "constant" in alert.message
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -169,7 +158,8 @@ def test_rank_collapse_fires_on_sharp_token_rank_fall(seed: int) -> None:
         if step >= 80 and "target/token_effective_rank" in row:
             row["target/token_effective_rank"] *= 0.5 ** ((step - 80) / 40)
 
-    alert = single_alert(synthetic_run(seed, mutate=collapse), "rank_collapse", 90, 140)
+    # noise 0.5: 2% per reading, as measured on the library's runs (the default 4% is a harsher healthy test)
+    alert = single_alert(synthetic_run(seed, mutate=collapse, noise=0.5), "rank_collapse", 90, 130)
     assert alert.metric == "target/token_effective_rank" and alert.severity == "warning"
 
 
@@ -183,19 +173,19 @@ def test_rank_collapse_fires_on_pooled_rank_after_lr_blowup_while_std_rises() ->
                 row["target/std_mean"] *= 1.0 + (step - 150) / 50
 
     rows = synthetic_run(5, mutate=blowup)
-    single_alert(rows, "rank_collapse", 160, 200)  # pooled rank: a fall faster than any healthy drift
+    single_alert(rows, "rank_collapse", 160, 230)  # pooled rank: a fall faster than its own trend
     assert alerts_of(rows, "variance_collapse") == []  # a std-only rule would miss this
 
 
 def healthy_drift(step: int, floor: float) -> float:
-    """1 -> `floor` over 300 steps, steepest around step 160: the shape of healthy drift on the final tiny preset."""
+    """1 -> `floor` over 300 steps, steepest around step 160: the shape of healthy drift on the calibration runs."""
     return floor + (1.0 - floor) / (1.0 + math.exp((step - 160) / 40))
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_measured_healthy_drift_is_silent(seed: int) -> None:
-    # healthy tiny runs (final preset, 3 seeds): std and std_l2n down to 0.69 of their peak, pooled RankMe to 0.42,
-    # token rank to 0.78 (the stream's own drift, 0.75, stands in for it)
+    # healthy calibration runs: std and std_l2n down to 0.69 of their peak, pooled RankMe to 0.42, token rank to
+    # 0.78 (the stream's own drift, 0.75, stands in for it)
     def drift(step: int, row: dict) -> None:
         for key, floor in (("target/std_mean", 0.69), ("target/std_l2n", 0.69), ("target/effective_rank", 0.42)):
             if key in row:
@@ -205,17 +195,19 @@ def test_measured_healthy_drift_is_silent(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_variance_collapse_by_rate_before_the_fraction_of_peak(seed: int) -> None:
-    # induced collapse: std falls 25% per 50 steps, faster than any healthy drift (measured: >= 0.89 per 50 steps)
-    def collapse(step: int, row: dict) -> None:
-        if step >= 100 and "target/std_mean" in row:
-            row["target/std_mean"] *= 0.75 ** ((step - 100) / 50)
+def test_a_steady_fall_is_judged_by_its_pace_not_by_how_far_it_went(seed: int) -> None:
+    # The same 80% fall of std, once spread evenly over the run (a drift the trend follows) and once squeezed into 60
+    # steps after a plateau (a break). A fraction-of-peak rule cannot tell them apart at the end; the trend can.
+    def steady(step: int, row: dict) -> None:
+        if "target/std_mean" in row:
+            row["target/std_mean"] *= 0.2 ** (step / STEPS)
 
-    rows = synthetic_run(seed, mutate=collapse)
-    by_rate = single_alert(rows, "variance_collapse", 130, 200)
-    assert "steps ago" in by_rate.message
-    by_fraction = alerts_of(rows, "variance_collapse", RulesConfig(variance_rate_min_ratio=0.0))
-    assert len(by_fraction) == 1 and by_fraction[0].step > by_rate.step
+    def sudden(step: int, row: dict) -> None:
+        if "target/std_mean" in row:
+            row["target/std_mean"] *= 0.2 ** (min(max(step - 200, 0), 60) / 60)
+
+    assert alerts_of(synthetic_run(seed, mutate=steady, noise=0.5), "variance_collapse") == []
+    single_alert(synthetic_run(seed, mutate=sudden, noise=0.5), "variance_collapse", 205, 260)
 
 
 def test_ema_stalled_when_target_copies_online() -> None:
@@ -224,7 +216,7 @@ def test_ema_stalled_when_target_copies_online() -> None:
             row["ema/relative_param_l2"] = 0.0
             row["ema/param_l2"] = 0.0
 
-    alert = single_alert(synthetic_run(6, mutate=copy), "ema_stalled", 30, 30)  # readings 10, 20, 30
+    alert = single_alert(synthetic_run(6, mutate=copy), "ema_stalled", 10, 10)  # the first reading after step 0
     assert alert.severity == "critical" and alert.metric == "ema/relative_param_l2"
     assert "momentum" in alert.message
 
@@ -242,43 +234,49 @@ def test_ema_stalled_when_target_statistics_freeze() -> None:
     assert "never updated" in alert.message
 
 
-def test_ema_runaway_on_parameter_distance_jump() -> None:
-    def blowup(step: int, row: dict) -> None:
+def test_ema_runaway_when_the_distance_climbs_faster_than_its_trend() -> None:
+    def blowup(step: int, row: dict) -> None:  # the online weights leave the target behind, faster and faster
         if step >= 150 and "ema/relative_param_l2" in row:
-            row["ema/relative_param_l2"] *= 10.0 * (1 + (step - 150) / 20)
+            row["ema/relative_param_l2"] *= 1.5 ** ((step - 140) / 10)
 
-    alert = single_alert(synthetic_run(8, mutate=blowup), "ema_runaway", 150, 150)
+    alert = single_alert(synthetic_run(8, mutate=blowup), "ema_runaway", 150, 200)
     assert alert.severity == "warning" and "learning rate" in alert.message
 
 
-def test_ema_runaway_on_unbounded_growth() -> None:
-    def growth(step: int, row: dict) -> None:
-        if step >= 100 and "ema/relative_param_l2" in row:
-            row["ema/relative_param_l2"] = 0.004 * 1.03 ** (step - 100)  # no levelling off
+def test_ema_runaway_beyond_the_weights_norm() -> None:
+    def far(step: int, row: dict) -> None:
+        if step >= 200 and "ema/relative_param_l2" in row:
+            row["ema/relative_param_l2"] = 1.5
 
-    alert = single_alert(synthetic_run(9, mutate=growth), "ema_runaway", 200, 260)
-    assert "levelling off" in alert.message
-
-
-def test_ema_schedule_decreasing_and_out_of_range() -> None:
-    rows = [{"step": s, "ema_tau": 0.996 + 0.0001 * s} for s in range(0, 30, 5)]
-    rows += [{"step": 30, "ema_tau": 0.99}, {"step": 35, "ema_tau": 1.5}]
-    found = alerts_of(rows, "ema_schedule")
-    assert [(a.step, a.severity) for a in found] == [(30, "warning"), (35, "critical")]
+    alert = single_alert(synthetic_run(9, mutate=far, noise=0.0), "ema_runaway", 200, 200)
+    assert "weights norm" in alert.message
 
 
-def test_false_comfort_when_cosine_high_and_variance_gone() -> None:
+def test_false_comfort_when_variance_and_rank_collapse_together_while_predictions_match() -> None:
     def comfort(step: int, row: dict) -> None:
         if step >= 120:
-            if "target/std_l2n" in row:
-                row["target/std_l2n"] *= 0.5 ** ((step - 120) / 10)
+            for key in ("target/std_l2n", "target/token_effective_rank"):
+                if key in row:
+                    row[key] *= 0.5 ** ((step - 120) / 15)
             if "pred_target/cosine" in row:
                 row["pred_target/cosine"] = 0.97
 
     rows = synthetic_run(10, mutate=comfort)
-    alert = single_alert(rows, "false_comfort", 130, 160)
+    alert = single_alert(rows, "false_comfort", 125, 180)
     assert alert.severity == "critical" and alert.metric == "pred_target/cosine"
-    assert alerts_of(rows, "variance_collapse")  # the underlying collapse is reported too
+    assert alerts_of(rows, "variance_collapse") and alerts_of(rows, "rank_collapse")  # both underlying collapses
+
+
+def test_false_comfort_needs_both_collapses() -> None:
+    def variance_only(step: int, row: dict) -> None:
+        if step >= 120:
+            if "target/std_l2n" in row:
+                row["target/std_l2n"] *= 0.5 ** ((step - 120) / 15)
+            if "pred_target/cosine" in row:
+                row["pred_target/cosine"] = 0.97
+
+    rows = synthetic_run(10, mutate=variance_only)
+    assert alerts_of(rows, "variance_collapse") and not alerts_of(rows, "false_comfort")
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -300,13 +298,14 @@ def test_divergence_on_sustained_loss_jump() -> None:
     assert alert.metric == "loss"
 
 
-def test_not_learning_when_grad_norm_is_zero_from_the_start() -> None:
-    def dead(step: int, row: dict) -> None:
-        if "grad_norm" in row:
-            row["grad_norm"] = 0.0
+def test_divergence_on_an_update_ratio_step() -> None:
+    # a learning rate multiplied mid-run: Adam's steps grow with it at once, before grad_norm or the loss move
+    def step_up(step: int, row: dict) -> None:
+        if step % 25 == 0 and step >= 50:
+            row["health/update_ratio"] = 1e-3 * (10.0 if step >= 150 else 1.0) * (1 + 0.05 * math.sin(step))
 
-    alert = single_alert(synthetic_run(12, mutate=dead), "not_learning", 50, 60)  # 5 readings after warm-up 30
-    assert "requires_grad" in alert.message
+    alert = single_alert(synthetic_run(12, mutate=step_up), "divergence", 150, 200)
+    assert alert.metric == "health/update_ratio" and "learning rate" in alert.message
 
 
 # --------------------------------------------------------------------------- engine, config, primitives
@@ -315,9 +314,9 @@ def test_not_learning_when_grad_norm_is_zero_from_the_start() -> None:
 def test_every_rule_has_a_name_and_follows_the_protocol() -> None:
     rules = build_rules(RulesConfig())
     names = {r.name for r in rules}
-    assert names == {"mask_leak", "target_gradients", "non_finite", "variance_collapse", "dead_dimensions",
-                     "rank_collapse", "ema_stalled", "ema_runaway", "ema_schedule", "false_comfort", "divergence",
-                     "not_learning"}
+    # dead_dimensions, ema_schedule and not_learning were removed: no recorded case could make them fire
+    assert names == {"mask_leak", "target_gradients", "non_finite", "variance_collapse", "rank_collapse",
+                     "ema_stalled", "ema_runaway", "false_comfort", "divergence"}
     assert all(isinstance(r, Rule) for r in rules)
 
 
@@ -333,13 +332,13 @@ def test_engine_ignores_event_rows_and_rejects_rows_without_step() -> None:
 def test_engine_worst_severity_should_stop_and_to_row() -> None:
     engine = RuleEngine(RulesConfig(stop_on_critical=True))
     assert engine.worst_severity is None and not engine.should_stop
-    engine.update({"step": 0, "ema_tau": 0.9})
-    engine.update({"step": 1, "ema_tau": 0.8})
+    for step in range(60, 200, 10):  # a climbing update ratio: a divergence warning
+        engine.update({"step": step, "health/update_ratio": 1e-3 * (1.0 if step < 120 else 20.0)})
     assert engine.worst_severity == "warning" and not engine.should_stop
-    fired = engine.update({"step": 2, "mask/overlap_fraction": 0.5})
+    fired = engine.update({"step": 200, "mask/overlap_fraction": 0.5})
     assert engine.worst_severity == "critical" and engine.should_stop
     row = fired[0].to_row()
-    assert row == {"step": 2, "event": "alert", "rule": "mask_leak", "severity": "critical",
+    assert row == {"step": 200, "event": "alert", "rule": "mask_leak", "severity": "critical",
                    "metric": "mask/overlap_fraction", "value": 0.5, "message": fired[0].message}
     assert len(engine.alerts) == 2
 
@@ -356,9 +355,9 @@ def test_config_is_plain_data() -> None:
 
 
 @pytest.mark.parametrize(("key", "value", "match"), [
-    ("variance_patience", 0, "rules.variance_patience: must be at least 1"),
-    ("smoothing_alpha", 0.0, r"rules.smoothing_alpha: must be in \(0, 1\]"),
-    ("rank_rate_window_steps", 0.0, "rules.rank_rate_window_steps: must be positive"),
+    ("false_comfort_patience", 0, "rules.false_comfort_patience: must be at least 1"),
+    ("divergence_baseline_alpha", 0.0, r"rules.divergence_baseline_alpha: must be in \(0, 1\]"),
+    ("trend_slope_steps", 0.0, "rules.trend_slope_steps: must be positive"),
     ("warmup_steps", -1, "rules.warmup_steps: must be >= 0"),
     ("warmup_steps", "30", "rules.warmup_steps: expected int"),
     ("false_comfort_cosine", math.nan, "rules.false_comfort_cosine: must be finite"),
@@ -427,3 +426,21 @@ def test_robust_baseline_resists_outliers_and_step_ewma_is_cadence_free() -> Non
     for step in range(0, 101, 10):
         sparse.update(step, float(step))
     assert dense.value is not None and sparse.value is not None and abs(dense.value - sparse.value) < 6.0
+
+
+def test_trend_break_follows_a_steady_slope_and_catches_a_change_of_pace() -> None:
+    rng = random.Random(0)
+    steady = TrendBreak(level_steps=20, slope_steps=100, drift=2.0, threshold=6.0)
+    for step in range(0, 600, 10):  # falling 30% per 100 steps, with 1% noise: the pace it keeps
+        assert not steady.update(step, -0.003 * step + rng.gauss(0.0, 0.01)), step
+    broken = TrendBreak(level_steps=20, slope_steps=100, drift=2.0, threshold=6.0)
+    fired = [step for step in range(0, 600, 10)
+             if broken.update(step, -0.003 * step - 0.02 * max(0, step - 300) + rng.gauss(0.0, 0.01))]
+    assert fired and 300 < fired[0] <= 350  # the pace changed at 300: about three readings later
+
+
+def test_trend_break_one_outlier_never_fires() -> None:
+    detector = TrendBreak(level_steps=20, slope_steps=100, drift=2.0, threshold=6.0, clip=4.0)
+    rng = random.Random(1)
+    fired = [detector.update(step, rng.gauss(0.0, 0.01) - (5.0 if step == 200 else 0.0)) for step in range(0, 400, 10)]
+    assert not any(fired)

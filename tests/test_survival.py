@@ -266,3 +266,29 @@ def test_end_closes_a_paused_trainer_like_run_does(tmp_path):
     assert meta["status"] == "stopped" and meta["last_step"] == 3
     assert find_resume_checkpoint(tmp_path / "r" / "checkpoints").state["step"] == 3
     assert lock_holder(tmp_path / "r") is None
+
+
+@pytest.mark.slow  # three short trainings
+def test_until_stops_like_a_signal_and_resume_goes_on_to_the_same_run(tmp_path):
+    """`jepa train --until N`: a final checkpoint at N, status stopped, every checkpoint kept with
+    logging.keep_checkpoints=0; --resume then finishes a run identical to an uninterrupted one."""
+    from test_train import FAST
+
+    sets = [x for item in [*FAST, f"logging.runs_dir={json.dumps(str(tmp_path))}", "logging.keep_checkpoints=0",
+                           "logging.checkpoint_every_steps=2"] for x in ("--set", item)]
+    assert main(["--quiet", "--name", "straight", *sets]) == 0
+    assert main(["--quiet", "--name", "sliced", "--until", "5", *sets]) == 0
+    meta = json.loads((tmp_path / "sliced" / "meta.json").read_text())
+    assert (meta["status"], meta["last_step"]) == ("stopped", 5)
+    kept = sorted(p.name for p in (tmp_path / "sliced" / "checkpoints").glob("step_*.pt"))
+    assert kept == ["step_0000002.pt", "step_0000004.pt", "step_0000005.pt"]  # none pruned
+    assert main(["--quiet", "--resume", str(tmp_path / "sliced")]) == 0
+    assert json.loads((tmp_path / "sliced" / "meta.json").read_text())["status"] == "finished"
+    a = deterministic_rows(tmp_path / "straight" / "metrics.jsonl")
+    b = deterministic_rows(tmp_path / "sliced" / "metrics.jsonl")
+    assert a.equals(b)
+
+
+def test_until_must_be_a_positive_step(tmp_path, capsys):
+    assert main(["--quiet", "--until", "0", "--set", f"logging.runs_dir={json.dumps(str(tmp_path))}"]) == 2
+    assert "--until" in capsys.readouterr().err and not any(tmp_path.iterdir())

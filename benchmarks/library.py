@@ -1,0 +1,365 @@
+"""The detection library: recorded runs that the early-warning rules are tuned on and tested on (SPEC §7, §8).
+
+Three settings, five seeds each, healthy; and for each §8 fault a grid of magnitudes x onsets (early, middle, late)
+on the settings that have onsets. A fault run is branched from its healthy run at the onset's checkpoint: batches,
+masks and schedules are pure functions of the step, so up to the onset it is the healthy run, bit for bit, and
+only the steps after the onset cost anything to train. Each case is thinned (metric rows only, no run-time noise,
+six significant digits) into data/library/<setting>/<case>/ with its config.toml and a case.json.
+
+    python benchmarks/library.py --list                 # what is recorded, what is missing
+    python benchmarks/library.py --train --jobs 2       # train what is missing; resumable, one thread per job
+    python benchmarks/library.py --train --only 'calib/*'
+
+Training is resumable at two levels: a recorded case is never trained again, and a run left half-done in the work
+directory (killed, machine gone) resumes from its newest checkpoint. More jobs on more cores: `--jobs 16`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+LIBRARY = REPO / "data" / "library"
+WORK = REPO / "runs" / "library-work"
+SEEDS = 5
+TUNE_SEEDS = frozenset({0, 1, 2})  # thresholds are chosen on these seeds of the tuning settings ...
+TUNE_SETTINGS = frozenset({"calib", "tiny"})  # ... and reported on seeds 3-4 of these and on every other setting
+
+# Every library run: one thread (jobs run side by side), no tensorboard, no PNGs, every checkpoint kept to branch from.
+RUN_OVERRIDES = ("runtime.num_threads=1", "runtime.device='cpu'", "logging.tensorboard=false",
+                 "logging.progress_bar=false", "logging.keep_checkpoints=0", "eval.artifacts=false")
+POLL_SECONDS = 2.0  # how often the scheduler looks at its training processes
+DROPPED_PREFIXES = ("time/", "system/", "memory/")  # machine noise, not training
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    overrides: tuple[str, ...]  # on top of the tiny preset
+    steps: int
+    onsets: tuple[int, ...]  # fault onsets (early, middle, late), each a checkpoint of the healthy run; () none
+    window: int | None  # steps a fault run trains past its onset (None: to the end of the schedule)
+    about: str
+
+
+SETTINGS = (
+    # What a user runs: the tiny preset as shipped, full length; only the evaluation is denser (every 100 steps,
+    # not 400) so that the evaluation baseline and the harm labels have readings. Evaluation does not move the
+    # trajectory: it uses its own generators (checked: identical losses either way).
+    Setting("tiny", ("diagnostics.eval_every_steps=100",), 1600, (400, 800, 1200), 200,
+            "tiny preset as shipped (batch 64, 1600 steps, lr 5e-4, cadences 10/20/25)"),
+    # The settings the first thresholds were calibrated on (batch 128, 300 steps, dense cadences).
+    Setting("calib", ("optim.batch_size=128", "optim.lr=7e-4", "optim.warmup_steps=50", "data.num_train=16384",
+                      "data.num_heldout=2048", "diagnostics.basic_every_steps=5",
+                      "diagnostics.representation_every_steps=5", "diagnostics.covariance_every_steps=10",
+                      "diagnostics.param_distance_every_steps=10", "diagnostics.mask_check_every_steps=5",
+                      "diagnostics.eval_every_steps=25", "eval.probe_epochs=20", "optim.steps=300",
+                      "logging.checkpoint_every_steps=75"),
+            300, (75, 150, 225), 150, "calibration settings (batch 128, 300 steps, lr 7e-4, cadences 5/10)"),
+    # A user's quick look: a quarter of the steps, twice the lr, I-JEPA's four target blocks. Never tuned on.
+    Setting("quick", ("optim.steps=400", "optim.warmup_steps=40", "optim.lr=1e-3", "masks.num_targets=4",
+                      "diagnostics.eval_every_steps=50", "logging.checkpoint_every_steps=400"),
+            400, (), None, "tiny, 400 steps, lr 1e-3, 4 target blocks (healthy runs only)"),
+)
+SETTING = {s.name: s for s in SETTINGS}
+
+# Each §8 fault: its config key and magnitudes from barely harmful to blunt (a switch has one).
+FAULTS: dict[str, tuple[str, tuple]] = {
+    "collapse": ("faults.collapse_weight", (0.3, 1.0, 3.0)),
+    "lr_blowup": ("faults.lr_blowup_factor", (3.0, 10.0, 1000.0)),  # x1000 reaches NaN/Inf: a real divergence
+    "mask_leak": ("faults.mask_leak_fraction", (0.02, 0.5)),  # an invariant: caught at once at any size
+    "frozen_target": ("faults.frozen_target", (True,)),
+    "target_copies_online": ("faults.target_copies_online", (True,)),
+    "target_gradients": ("faults.target_gradients", (True,)),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    setting: str
+    seed: int
+    fault: str | None = None
+    magnitude: float | bool | None = None
+    onset: int | None = None
+
+    @property
+    def name(self) -> str:
+        if self.fault is None:
+            return f"healthy_s{self.seed}"
+        mag = "on" if isinstance(self.magnitude, bool) else f"{self.magnitude:g}"
+        return f"{self.fault}_{mag}_at{self.onset}_s{self.seed}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.setting}/{self.name}"
+
+    @property
+    def split(self) -> str:
+        return "tune" if self.setting in TUNE_SETTINGS and self.seed in TUNE_SEEDS else "test"
+
+    @property
+    def parent(self) -> Case | None:
+        return None if self.fault is None else Case(self.setting, self.seed)
+
+    def fault_overrides(self) -> list[str]:
+        if self.fault is None:
+            return []
+        key, _ = FAULTS[self.fault]
+        value = "true" if self.magnitude is True else repr(float(self.magnitude))
+        return [f"{key}={value}", f"faults.start_step={self.onset}"]
+
+    def until(self) -> int:
+        setting = SETTING[self.setting]
+        if self.onset is None or setting.window is None:
+            return setting.steps
+        return min(setting.steps, self.onset + setting.window)
+
+
+def all_cases() -> list[Case]:
+    """Every case in training priority order: the healthy runs (the parents), then the fault grids interleaved so
+    that a library trained only part of the way already holds every fault at some magnitudes and onsets."""
+    healthy = [Case(s.name, seed) for s in sorted(SETTINGS, key=lambda s: (not s.onsets, s.steps)) for seed in range(SEEDS)]
+    faults = []
+    for setting in SETTINGS:
+        cell = 0
+        for fault, (_, magnitudes) in FAULTS.items():
+            for level, magnitude in enumerate(magnitudes):
+                for when, onset in enumerate(setting.onsets):
+                    # Seeds rotate over the grid, so both splits hold every fault at several magnitudes and onsets.
+                    rank = (level + when, when, list(FAULTS).index(fault))
+                    faults.append((rank, Case(setting.name, 2 * cell % SEEDS, fault, magnitude, onset)))
+                    cell += 1
+    return healthy + [case for _, case in sorted(faults, key=lambda item: item[0])]
+
+
+# ------------------------------------------------------------------------------------------------------- records
+
+
+def record_dir(case: Case) -> Path:
+    return LIBRARY / case.setting / case.name
+
+
+def is_recorded(case: Case) -> bool:
+    return (record_dir(case) / "case.json").is_file()
+
+
+def _thin_value(value):
+    if isinstance(value, float) and math.isfinite(value):
+        return float(f"{value:.6g}")
+    return value
+
+
+def record(case: Case, run_dir: Path) -> Path:
+    """Thin a finished work run into the library: metric rows only (rules are re-derived at replay)."""
+    from jepa_core.stream import encode_row, iter_rows  # noqa: PLC0415 (keeps --list free of torch)
+
+    dest = record_dir(case)
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    lines = []
+    for row in iter_rows(run_dir / "metrics.jsonl"):
+        if "event" in row:
+            continue
+        kept = {k: _thin_value(v) for k, v in row.items() if not k.startswith(DROPPED_PREFIXES)}
+        lines.append(encode_row(kept))
+    (tmp / "metrics.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config = [('runs_dir = "runs"' if ln.startswith("runs_dir = ") else ln)
+              for ln in (run_dir / "config.toml").read_text().splitlines()]
+    (tmp / "config.toml").write_text("\n".join(config) + "\n")
+    meta = json.loads((run_dir / "meta.json").read_text())
+    info = {"setting": case.setting, "seed": case.seed, "fault": case.fault, "magnitude": case.magnitude,
+            "onset": case.onset, "until": case.until(), "status": meta.get("status"),
+            "last_step": meta.get("last_step"), "split": case.split}
+    (tmp / "case.json").write_text(json.dumps(info, indent=1) + "\n")
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    return dest
+
+
+def load_case(case_dir: Path) -> tuple[dict, list[dict]]:
+    """(case.json, metric rows) of one recorded case."""
+    from jepa_core.stream import iter_rows  # noqa: PLC0415
+
+    info = json.loads((case_dir / "case.json").read_text())
+    return info, [r for r in iter_rows(case_dir / "metrics.jsonl") if "event" not in r]
+
+
+# ------------------------------------------------------------------------------------------------------ training
+
+
+def _work_dir(case: Case) -> Path:
+    return WORK / case.setting / case.name
+
+
+def _status(run_dir: Path) -> str | None:
+    try:
+        return json.loads((run_dir / "meta.json").read_text()).get("status")
+    except (OSError, ValueError):
+        return None
+
+
+def _branch(case: Case) -> Path:
+    """A fault run's directory: its parent's run up to the onset (stream, config, the onset's checkpoint), with the
+    fault written into the config, so that resuming it trains the fault from the onset on."""
+    from jepa_core.config import apply_overrides, load_config, save_config  # noqa: PLC0415
+
+    parent, run = _work_dir(case.parent), _work_dir(case)
+    ckpt = parent / "checkpoints" / f"step_{case.onset:07d}.pt"
+    if not ckpt.is_file():
+        raise FileNotFoundError(f"{case.key}: the healthy run has no checkpoint at the onset ({ckpt})")
+    tmp = run.with_name(run.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "checkpoints").mkdir(parents=True)
+    shutil.copy2(parent / "metrics.jsonl", tmp / "metrics.jsonl")
+    meta = json.loads((parent / "meta.json").read_text())
+    (tmp / "meta.json").write_text(json.dumps({**meta, "status": "stopped", "last_step": case.onset}))
+    for name in ("init.pt", ckpt.name, ckpt.name + ".digest"):
+        shutil.copy2(parent / "checkpoints" / name, tmp / "checkpoints" / name)
+    cfg = apply_overrides(load_config(parent / "config.toml"), case.fault_overrides())
+    cfg.logging.name = case.name
+    save_config(cfg, tmp / "config.toml")
+    shutil.rmtree(run, ignore_errors=True)
+    tmp.rename(run)
+    return run
+
+
+def command(case: Case) -> tuple[list[str], Path]:
+    """The training command for a case (a fresh run, a branch, or the resume of either), and its run directory."""
+    base = [sys.executable, "-m", "jepa_core.train", "--quiet", "--until", str(case.until())]
+    run = _work_dir(case)
+    if (run / "config.toml").is_file():
+        return [*base, "--resume", str(run)], run
+    if case.fault is not None:
+        return [*base, "--resume", str(_branch(case))], run
+    run.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [*base, "--name", case.name, "--set", f"logging.runs_dir={json.dumps(str(run.parent))}",
+           "--set", f"runtime.seed={case.seed}", "--set", f"optim.steps={SETTING[case.setting].steps}"]
+    for item in (*SETTING[case.setting].overrides, *RUN_OVERRIDES):
+        cmd += ["--set", item]
+    return cmd, run
+
+
+def _done(run: Path, case: Case) -> bool:
+    status = _status(run)
+    if status in ("finished", "diverged"):
+        return True
+    try:
+        return status == "stopped" and json.loads((run / "meta.json").read_text()).get("last_step") == case.until()
+    except (OSError, ValueError):
+        return False
+
+
+def train(cases: list[Case], jobs: int) -> list[str]:
+    """Train every case not yet recorded, `jobs` at a time, parents before their branches. Returns failures."""
+    pending = [c for c in cases if not is_recorded(c)]
+    running: dict[subprocess.Popen, tuple[Case, Path, float]] = {}
+    failures: list[str] = []
+    blocked: set[str] = set()
+    print(f"{len(pending)} cases to train, {jobs} at a time; work in {WORK}", flush=True)
+    while pending or running:
+        for proc in [p for p in running if p.poll() is not None]:
+            case, run, began = running.pop(proc)
+            if _done(run, case):
+                record(case, run)
+                print(f"  recorded {case.key} ({_status(run)}, {time.time() - began:.0f} s)", flush=True)
+            elif _held(run):  # another scheduler started it first: it is theirs to finish, ours to record
+                pending.insert(0, case)
+            else:
+                failures.append(case.key)
+                blocked.add(case.key)
+                print(f"  FAILED {case.key} (exit {proc.returncode}); see {run.parent / (case.name + '.log')}",
+                      flush=True)
+        busy = {c.key for c, _, _ in running.values()}
+        for case in list(pending):
+            run = _work_dir(case)
+            if _held(run):  # another scheduler trains it: wait, then record it here
+                continue
+            if _done(run, case):  # trained earlier, or by another scheduler
+                pending.remove(case)
+                record(case, run)
+                print(f"  recorded {case.key} (trained earlier)", flush=True)
+                continue
+            if len(running) >= jobs:
+                continue
+            parent = case.parent
+            if parent is not None and parent.key in blocked:
+                pending.remove(case)
+                blocked.add(case.key)
+                failures.append(f"{case.key} (parent failed)")
+                continue
+            if parent is not None and (parent.key in busy or not _parent_ready(parent)):
+                continue
+            pending.remove(case)
+            cmd, run = command(case)
+            log = run.parent / f"{case.name}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("a") as fh:
+                proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=REPO,
+                                        env={**os.environ, "OMP_NUM_THREADS": "1"})
+            running[proc] = (case, run, time.time())
+            busy.add(case.key)
+        if running or any(_held(_work_dir(c)) for c in pending):
+            time.sleep(POLL_SECONDS)
+        elif pending:  # nothing can start: every remaining case waits on a parent that is missing
+            for case in pending:
+                failures.append(f"{case.key} (no parent run)")
+            break
+    return failures
+
+
+def _parent_ready(parent: Case) -> bool:
+    run = _work_dir(parent)
+    return not _held(run) and _done(run, parent)
+
+
+def _held(run: Path) -> bool:
+    from jepa_core.run.lock import lock_holder  # noqa: PLC0415
+
+    return run.is_dir() and lock_holder(run) is not None
+
+
+def select(patterns: list[str] | None) -> list[Case]:
+    cases = all_cases()
+    if not patterns:
+        return cases
+    chosen = [c for c in cases if any(fnmatch.fnmatch(c.key, p) for p in patterns)]
+    # A branch needs its parent's run (kept in the work directory, not in the library): schedule it too.
+    needed = {c.parent for c in chosen if c.parent is not None and not _parent_ready(c.parent)}
+    return [c for c in cases if c in chosen or c in needed]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--train", action="store_true", help="train the cases not yet recorded")
+    p.add_argument("--list", action="store_true", help="print every case and whether it is recorded")
+    p.add_argument("--jobs", type=int, default=2, help="training processes at once, one thread each (default 2)")
+    p.add_argument("--only", nargs="*", metavar="PATTERN", help="cases whose setting/name matches, e.g. 'calib/*'")
+    args = p.parse_args(argv)
+    if args.jobs < 1:
+        p.error("--jobs must be at least 1")
+    cases = select(args.only)
+    if args.list or not args.train:
+        for case in cases:
+            print(f"{'recorded' if is_recorded(case) else 'missing ':9s} {case.split:5s} {case.key}")
+        done = sum(map(is_recorded, cases))
+        print(f"{done} of {len(cases)} recorded")
+        return 0
+    failures = train(cases, args.jobs)
+    if failures:
+        print("failed: " + ", ".join(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""The detection library (benchmarks/library.py) and its judge (benchmarks/detection.py): the grid, branching a fault
+run from a healthy one, thinning, the harm labels, the baselines and the targets; and the demo runs' recorder."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from benchmark_util import load_benchmark
+from jepa_core.config import FaultsConfig, apply_overrides, load_config, preset
+from jepa_core.rules import Alert
+from jepa_core.stream import iter_rows
+from test_detection import SMALL
+
+LIBRARY = load_benchmark("library")
+DETECTION = load_benchmark("detection")
+
+
+# ------------------------------------------------------------------------------------------------ the library
+
+
+def test_grid_covers_every_fault_at_every_magnitude_and_onset_on_two_settings():
+    cases = LIBRARY.all_cases()
+    assert len({c.key for c in cases}) == len(cases)
+    switched_on = set()
+    for name in FaultsConfig.__dataclass_fields__:  # every fault of the config has a grid
+        if name != "start_step":
+            cfg = FaultsConfig(**{name: True if isinstance(getattr(FaultsConfig(), name), bool) else 2.0})
+            switched_on.update(cfg.active())
+    assert set(LIBRARY.FAULTS) == switched_on
+    with_faults = [s for s in LIBRARY.SETTINGS if s.onsets]
+    assert len(with_faults) >= 2 and len(LIBRARY.SETTINGS) >= 3
+    for setting in LIBRARY.SETTINGS:
+        assert {c.seed for c in cases if c.setting == setting.name and c.fault is None} == set(range(5))
+    for setting in with_faults:
+        assert len(setting.onsets) == 3
+        for fault, (_, magnitudes) in LIBRARY.FAULTS.items():
+            cells = {(c.magnitude, c.onset) for c in cases if c.setting == setting.name and c.fault == fault}
+            assert cells == {(m, o) for m in magnitudes for o in setting.onsets}, (setting.name, fault)
+
+
+def test_splits_hold_out_seeds_and_a_whole_setting():
+    cases = LIBRARY.all_cases()
+    tune = {c for c in cases if c.split == "tune"}
+    test = {c for c in cases if c.split == "test"}
+    assert tune and test and not tune & test
+    assert {c.seed for c in tune}.isdisjoint({c.seed for c in test if c.setting in LIBRARY.TUNE_SETTINGS})
+    never_tuned = {s.name for s in LIBRARY.SETTINGS} - {c.setting for c in tune}
+    assert never_tuned and all(c.split == "test" for c in cases if c.setting in never_tuned)
+    for split in (tune, test):  # both splits hold every fault
+        assert {c.fault for c in split if c.fault} == set(LIBRARY.FAULTS)
+
+
+def test_parents_come_before_their_branches_and_every_case_is_valid_config():
+    cases = LIBRARY.all_cases()
+    position = {c.key: i for i, c in enumerate(cases)}
+    for case in cases:
+        if case.parent is not None:
+            assert position[case.parent.key] < position[case.key]
+            assert case.onset < case.until() <= LIBRARY.SETTING[case.setting].steps
+        setting = LIBRARY.SETTING[case.setting]
+        apply_overrides(preset("tiny"), [*setting.overrides, *LIBRARY.RUN_OVERRIDES, *case.fault_overrides()])
+
+
+@pytest.mark.slow  # two short trainings in subprocesses (~50 s)
+def test_a_branch_is_its_parent_up_to_the_onset_and_carries_the_fault(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    monkeypatch.setattr(LIBRARY, "WORK", tmp_path / "work")
+    monkeypatch.setattr(LIBRARY, "LIBRARY", tmp_path / "library")
+    small = [s for s in SMALL if not s.startswith(("faults.", "optim.steps", "logging.checkpoint"))]
+    setting = LIBRARY.Setting("small", (*small, "logging.checkpoint_every_steps=3"), 6, (3,), 2, "test")
+    monkeypatch.setitem(LIBRARY.SETTING, "small", setting)
+    parent = LIBRARY.Case("small", 0)
+    branch = LIBRARY.Case("small", 0, "collapse", 3.0, 3)
+    for case in (parent, branch):
+        cmd, run = LIBRARY.command(case)
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=LIBRARY.REPO, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert LIBRARY._done(run, case)
+        LIBRARY.record(case, run)
+    assert sys.executable  # the commands ran with this interpreter
+    p_info, p_rows = LIBRARY.load_case(LIBRARY.record_dir(parent))
+    b_info, b_rows = LIBRARY.load_case(LIBRARY.record_dir(branch))
+    assert (p_info["status"], b_info["status"], b_info["last_step"]) == ("finished", "stopped", 5)
+    assert load_config(LIBRARY.record_dir(branch) / "config.toml").faults.collapse_weight == 3.0
+    before = lambda rows: [r for r in rows if r["step"] <= 3]  # noqa: E731
+    assert before(b_rows) == before(p_rows)  # bit for bit up to the onset
+    after = {r["step"]: r for r in b_rows if r["step"] > 3 and "loss" in r}
+    healthy = {r["step"]: r for r in p_rows if r["step"] > 3 and "loss" in r}
+    assert sorted(after) == [4, 5] and after[5]["loss"] != healthy[5]["loss"]  # update 4 was the first faulty one
+    assert not any(k.startswith(("time/", "system/")) for r in b_rows for k in r)  # thinned
+    assert all(r.get("event") is None for r in iter_rows(LIBRARY.record_dir(branch) / "metrics.jsonl"))
+
+
+# ------------------------------------------------------------------------------------------- labels and baselines
+
+
+def rows_with(step_values: dict[str, list[tuple[int, float]]]) -> list[dict]:
+    merged: dict[int, dict] = {}
+    for key, values in step_values.items():
+        for step, value in values:
+            merged.setdefault(step, {"step": step})[key] = value
+    return [merged[s] for s in sorted(merged)]
+
+
+def test_harm_by_evaluation_fall_rank_collapse_non_finite_and_broken_invariants():
+    knn = [(0, 0.20), (100, 0.30), (200, 0.29), (300, 0.255)]
+    assert DETECTION.harm(rows_with({"knn/accuracy": knn}), 150) == (300, "knn/accuracy fell")
+    assert DETECTION.harm(rows_with({"knn/accuracy": knn[:3]}), 150) == (None, None)  # a 1-point dip is noise
+    assert DETECTION.harm(rows_with({"knn/accuracy": knn}), 300) == (None, None)  # before the onset is not harm
+    rank = [(s, 8.0) for s in range(0, 200, 20)] + [(200, 2.5), (220, 8.0), (240, 2.0), (260, 1.5)]
+    assert DETECTION.harm(rows_with({"target/effective_rank": rank}), 100) == (260, "rank collapsed")
+    nan = [(s, 0.3) for s in range(10)] + [(10, math.nan)]
+    assert DETECTION.harm(rows_with({"loss": nan}), 5) == (10, "loss non-finite")
+    assert DETECTION.harm(rows_with({"mask/overlap_fraction": [(5, 0.0), (10, 0.1)]}), 5) == (10, "mask overlap")
+    distance = [(10, 0.1), (20, 0.0), (30, 0.0)]
+    assert DETECTION.harm(rows_with({"ema/relative_param_l2": distance}), 5) == (30, "target copies online")
+    fixed = [(10, 1.5), (20, 1.25), (30, 1.25), (40, 1.25)]
+    assert DETECTION.harm(rows_with({"target/fixed_batch_std_mean": fixed}), 15) == (40, "target frozen")
+
+
+def test_loss_baseline_fires_on_nan_and_on_a_spike():
+    flat = [{"step": s, "loss": 0.5 + 0.001 * math.sin(s)} for s in range(0, 300, 5)]
+    assert DETECTION.loss_baseline_step(flat) is None
+    falling = [{"step": s, "loss": 1.0 / (1 + s / 50)} for s in range(0, 300, 5)]  # a collapse looks like this
+    assert DETECTION.loss_baseline_step(falling) is None
+    nan = [dict(r) for r in flat]
+    nan[30]["loss"] = math.nan
+    assert DETECTION.loss_baseline_step(nan) == nan[30]["step"]
+    spike = [dict(r, loss=0.6) if r["step"] == 150 else r for r in flat]  # +20%, many scales above the noise
+    assert DETECTION.loss_baseline_step(spike) == 150
+    assert DETECTION.loss_baseline_step(spike, after=150) is None  # only firings after the onset count
+    early = [dict(r, loss=5.0) if r["step"] == 20 else r for r in flat]  # warm-up transients are not judged
+    assert DETECTION.loss_baseline_step(early) is None
+
+
+def test_eval_baseline_fires_a_margin_below_the_best():
+    rows = [{"step": 0, "knn/accuracy": 0.20}, {"step": 25, "knn/accuracy": 0.30}, {"step": 30, "loss": 1.0},
+            {"step": 50, "knn/accuracy": 0.27}, {"step": 75, "knn/accuracy": 0.25}]
+    assert DETECTION.eval_baseline_step(rows) == 75
+    assert DETECTION.eval_baseline_step(rows[:4]) is None
+
+
+def alert(step: int, severity: str = "warning") -> Alert:
+    return Alert(step=step, rule="rank_collapse", severity=severity, metric="m", value=0.0, message="")
+
+
+def judgement(fault: str | None, alerts: list[Alert], harm_step: int | None = None, why: str | None = None,
+              loss: int | None = None, evaluation: int | None = None) -> object:
+    return DETECTION.Judgement("s/c", "test", fault, 100 if fault else None, harm_step, why, alerts, loss, evaluation)
+
+
+@pytest.mark.parametrize("case, missed", [
+    (judgement(None, []), 0),
+    (judgement(None, [alert(200, "critical")]), 1),  # a critical alert on a healthy run is a false alarm
+    (judgement("collapse", [alert(150)], 180, "rank collapsed", None, 175), 0),  # a baseline never firing is beaten
+    (judgement("collapse", [alert(175)], 180, "rank collapsed", None, 175), 1),  # a tie is not a lead
+    (judgement("collapse", [], 180, "rank collapsed", None, 175), 1),  # missed
+    (judgement("collapse", [alert(150, "critical")]), 1),  # critical on a benign run
+    (judgement("collapse", [alert(150)]), 0),  # a warning on a benign run is allowed (and counted)
+    (judgement("lr_blowup", [alert(110)], 110, "loss non-finite", 110, 125), 0),  # blunt: caught is enough
+])
+def test_targets(case, missed):
+    _, failures = DETECTION.summary([case])
+    assert len(failures) == missed, failures
+
+
+def test_warnings_on_healthy_runs_are_limited_to_one_in_ten():
+    quiet = [judgement(None, []) for _ in range(9)]
+    assert DETECTION.summary([*quiet, judgement(None, [alert(50)])])[1] == []
+    assert DETECTION.summary([*quiet, judgement(None, [alert(50), alert(90)])])[1]
+
+
+# ----------------------------------------------------------------------------------------------- the demo runs
+
+
+def test_demo_recording_thins_a_run_and_rederives_stale_alerts(tmp_path):
+    bench = load_benchmark("demo_runs")
+    run = tmp_path / "runs" / "fault_x"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "tensorboard").mkdir()
+    (run / "artifacts").mkdir()
+    (run / "checkpoints" / "latest.pt").write_bytes(b"weights")
+    (run / "config.toml").write_text('[logging]\nruns_dir = "/tmp/xyz"\nname = "fault_x"\n')
+    (run / "meta.json").write_text('{"status": "finished"}')
+    for kind in ("masks", "neighbours"):
+        for step in (25, 50):
+            (run / "artifacts" / f"{kind}_step{step:07d}.png").write_bytes(b"png")
+            (run / "artifacts" / f"{kind}_step{step:07d}.json").write_text("{}")
+    rows = [{"step": s, "attempt": 1, "mask/overlap_fraction": 0.3 if s >= 60 else 0.0} for s in range(0, 100, 10)]
+    stale = {"step": 40, "attempt": 1, "event": "alert", "rule": "rank_collapse", "severity": "warning",
+             "metric": "target/effective_rank", "value": 1.0, "message": "old threshold"}
+    lines = [json.dumps(r) for r in rows[:5]] + [json.dumps(stale)] + [json.dumps(r) for r in rows[5:]]
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+
+    dest = bench.record(run, tmp_path / "data")
+    assert sorted(p.name for p in dest.iterdir()) == ["artifacts", "config.toml", "meta.json", "metrics.jsonl"]
+    assert sorted(p.name for p in (dest / "artifacts").iterdir()) == [
+        "masks_step0000050.json", "masks_step0000050.png", "neighbours_step0000050.json",
+        "neighbours_step0000050.png"]
+    assert 'runs_dir = "data/runs"' in (dest / "config.toml").read_text()
+    recorded = [json.loads(line) for line in (dest / "metrics.jsonl").read_text().splitlines()]
+    alerts = [(r["step"], r["rule"]) for r in recorded if r.get("event") == "alert"]
+    assert alerts == [(60, "mask_leak")]
+    first_alert = next(i for i, r in enumerate(recorded) if r.get("event") == "alert")
+    assert recorded[first_alert - 1] == rows[6]  # written right after the row that raised it
+
+
+def test_every_demo_case_is_valid_config():
+    bench = load_benchmark("demo_runs")
+    assert {c.fault for c in bench.cases(3) if c.fault} == set(LIBRARY.FAULTS)
+    for case in bench.cases(1):
+        apply_overrides(preset("tiny"), list(case.overrides))
+
+
+def test_library_cases_are_found_where_recorded(tmp_path):
+    (tmp_path / "calib" / "healthy_s0").mkdir(parents=True)
+    (tmp_path / "calib" / "healthy_s0" / "case.json").write_text("{}")
+    (tmp_path / "calib" / "half_done.tmp").mkdir()
+    assert DETECTION.library_cases(tmp_path) == [tmp_path / "calib" / "healthy_s0"]
+    assert isinstance(DETECTION.library_cases(Path(tmp_path / "none")), list)
+
+
+# ------------------------------------------------------------------------------------------ the recorded library
+
+
+RECORDED = sorted(p.parent for p in LIBRARY.LIBRARY.glob("*/*/case.json"))
+
+
+def test_library_stays_small_and_holds_only_recorded_cases():
+    total = sum(p.stat().st_size for p in LIBRARY.LIBRARY.rglob("*") if p.is_file())
+    assert total < 30 * 1024 * 1024
+    known = {c.key for c in LIBRARY.all_cases()}
+    for case_dir in RECORDED:
+        assert f"{case_dir.parent.name}/{case_dir.name}" in known, case_dir
+        assert {p.name for p in case_dir.iterdir()} == {"case.json", "config.toml", "metrics.jsonl"}
+
+
+@pytest.mark.parametrize("case_dir", RECORDED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_recorded_case_is_what_the_library_would_train_now(case_dir):
+    case = next(c for c in LIBRARY.all_cases() if c.key == f"{case_dir.parent.name}/{case_dir.name}")
+    setting = LIBRARY.SETTING[case.setting]
+    expected = apply_overrides(preset("tiny"), [*setting.overrides, *LIBRARY.RUN_OVERRIDES, f"runtime.seed={case.seed}",
+                                                f"optim.steps={setting.steps}", *case.fault_overrides()])
+    recorded = load_config(case_dir / "config.toml")
+    for section in ("model", "data", "masks", "optim", "ema", "diagnostics", "eval", "faults", "runtime"):
+        assert getattr(recorded, section) == getattr(expected, section), section
+    info = json.loads((case_dir / "case.json").read_text())
+    assert (info["split"], info["onset"], info["fault"]) == (case.split, case.onset, case.fault)
+    assert info["status"] in ("finished", "stopped", "diverged")
+    rows = [r for r in iter_rows(case_dir / "metrics.jsonl")]
+    assert rows[0]["step"] == 0 and rows[-1]["step"] == info["last_step"]
+
+
+def test_training_is_resumable_parallel_and_runs_parents_first(tmp_path, monkeypatch):
+    """The scheduler with a stand-in trainer: every case recorded once, branches only after their parent, a second
+    call trains nothing, a failed parent blocks its branches and is reported."""
+    import sys
+
+    monkeypatch.setattr(LIBRARY, "WORK", tmp_path / "work")
+    monkeypatch.setattr(LIBRARY, "LIBRARY", tmp_path / "library")
+    order = tmp_path / "order.txt"
+
+    def fake_command(case):
+        run = LIBRARY._work_dir(case)
+        status = "crashed" if case.seed == 1 and case.fault is None else "stopped" if case.fault else "finished"
+        script = (
+            "import json, pathlib, sys\n"
+            f"run = pathlib.Path({str(run)!r}); run.mkdir(parents=True, exist_ok=True)\n"
+            "(run / 'config.toml').write_text('[logging]\\nruns_dir = \"x\"\\n')\n"
+            f"(run / 'metrics.jsonl').write_text(json.dumps({{'step': 0, 'attempt': 1, 'loss': 1.0}}) + '\\n')\n"
+            f"(run / 'meta.json').write_text(json.dumps({{'status': {status!r}, 'last_step': {case.until()}}}))\n"
+            f"open({str(order)!r}, 'a').write({case.key!r} + '\\n')\n"
+            f"sys.exit({1 if status == 'crashed' else 0})\n")
+        return [sys.executable, "-c", script], run
+
+    monkeypatch.setattr(LIBRARY, "command", fake_command)
+    monkeypatch.setattr(LIBRARY, "POLL_SECONDS", 0.05)
+    cases = [c for c in LIBRARY.all_cases() if c.setting == "calib"][:5 + 6]  # 5 parents, 6 branches
+    failures = LIBRARY.train(cases, jobs=3)
+    trained = order.read_text().split()
+    assert "calib/healthy_s1" in failures
+    blocked = [c.key for c in cases if c.parent is not None and c.seed == 1]
+    assert all(any(f.startswith(key) for f in failures) for key in blocked)
+    for case in cases:
+        if case.parent is not None and case.key in trained:
+            assert trained.index(case.parent.key) < trained.index(case.key)
+    recorded = {c.key for c in cases if LIBRARY.is_recorded(c)}
+    assert recorded == {c.key for c in cases} - {"calib/healthy_s1", *blocked}
+    order.write_text("")
+    assert LIBRARY.train([c for c in cases if c.seed != 1], jobs=3) == [] and order.read_text() == ""
