@@ -242,15 +242,17 @@ def summary(judgements: list[Judgement]) -> tuple[list[str], list[str]]:
     false_benign = [j for j in benign if j.criticals]
     healthy_warnings = sum(len(j.warnings) for j in healthy)
     mislabelled = [j for j in healthy if j.harmful]
+    loss_leads = [x for j in caught if (x := j.lead(j.loss_step)) is not None]
+    eval_leads = [x for j in caught if (x := j.lead(j.eval_step)) is not None]
     lines = [
         f"healthy runs {len(healthy)}, fault runs {len(faults)} ({len(harmful)} harmful, {len(benign)} benign)",
         f"harmful faults caught                 {len(caught)}/{len(harmful)}",
         f"  caught before the loss-only baseline {len(before_loss)}/{len(sharp)} (blunt faults, which the loss "
         f"shows at its first reading after the onset, excluded: {len(harmful) - len(sharp)})",
         f"  caught before the evaluation baseline {len(before_eval)}/{len(sharp)}",
-        f"  lead over loss-only, steps          {_lead_text([x for j in caught if (x := j.lead(j.loss_step)) is not None])}"
+        f"  lead over loss-only, steps          {_lead_text(loss_leads)}"
         f" ({sum(j.loss_step is None for j in caught)} where the loss never showed it)",
-        f"  lead over evaluation, steps         {_lead_text([x for j in caught if (x := j.lead(j.eval_step)) is not None])}"
+        f"  lead over evaluation, steps         {_lead_text(eval_leads)}"
         f" ({sum(j.eval_step is None for j in caught)} where evaluation never showed it)",
         f"critical false alarms: healthy {len(false_healthy)}/{len(healthy)}, benign {len(false_benign)}/{len(benign)}",
         f"warnings on healthy runs              {healthy_warnings} in {len(healthy)} runs",

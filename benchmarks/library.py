@@ -82,6 +82,10 @@ FAULTS: dict[str, tuple[str, tuple]] = {
     "target_copies_online": ("faults.target_copies_online", (True,)),
     "target_gradients": ("faults.target_gradients", (True,)),
 }
+# Cells added to a grid after it was first recorded, numbered after it so that recorded cases keep their seeds.
+# lr x1e6 drives AdamW's decoupled weight decay past lr*wd = 2, where the weights grow geometrically: a divergence
+# that reaches Inf/NaN within a few dozen steps (x1000 only wrecks the representation).
+EXTRA_CELLS: tuple[tuple[str, float], ...] = (("lr_blowup", 1e6),)
 
 
 @dataclass(frozen=True)
@@ -128,14 +132,18 @@ class Case:
 def all_cases() -> list[Case]:
     """Every case in training priority order: the healthy runs (the parents), then the fault grids interleaved so
     that a library trained only part of the way already holds every fault at some magnitudes and onsets."""
-    healthy = [Case(s.name, seed) for s in sorted(SETTINGS, key=lambda s: (not s.onsets, s.steps)) for seed in range(SEEDS)]
+    parents_first = sorted(SETTINGS, key=lambda s: (not s.onsets, s.steps))  # settings with fault grids first
+    healthy = [Case(s.name, seed) for s in parents_first for seed in range(SEEDS)]
     faults = []
     for setting in SETTINGS:
         cell = 0
-        for fault, (_, magnitudes) in FAULTS.items():
-            for level, magnitude in enumerate(magnitudes):
+        grid = [(fault, list(enumerate(magnitudes))) for fault, (_, magnitudes) in FAULTS.items()]
+        grid += [(fault, [(len(FAULTS[fault][1]), magnitude)]) for fault, magnitude in EXTRA_CELLS]
+        for fault, levels in grid:
+            for level, magnitude in levels:
                 for when, onset in enumerate(setting.onsets):
-                    # Seeds rotate over the grid, so both splits hold every fault at several magnitudes and onsets.
+                    # Seeds rotate over the grid in steps of two, so that even a switch's three cells (one per
+                    # onset) land on both splits: each split holds every fault at several magnitudes and onsets.
                     rank = (level + when, when, list(FAULTS).index(fault))
                     faults.append((rank, Case(setting.name, 2 * cell % SEEDS, fault, magnitude, onset)))
                     cell += 1

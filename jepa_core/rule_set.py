@@ -85,12 +85,15 @@ class _Trend:
 
 class VarianceCollapseRule(_RuleBase):
     name = "variance_collapse"
-    metrics = ("target/std_mean", "target/std_l2n")
+    # The fixed-batch std is the target's spread on the same probe images every time: no sampling noise, so a slow
+    # collapse late in a run stands out of its trend long before the per-batch std does.
+    metrics = ("target/std_mean", "target/std_l2n", "target/fixed_batch_std_mean")
     watches = frozenset(metrics)
 
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
-        self.trends = {m: _Trend(cfg, cfg.variance_break) for m in self.metrics}
+        self.trends = {m: _Trend(cfg, cfg.fixed_batch_variance_break if "fixed_batch" in m else cfg.variance_break)
+                       for m in self.metrics}
         self.breaking: set[str] = set()  # metrics whose fall is, right now, faster than their own trend allows
 
     def update(self, row: dict) -> list[Alert]:

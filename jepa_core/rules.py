@@ -83,6 +83,7 @@ class RulesConfig:
     # one (0.1) grew with a collapse itself and hid it (a 30% fall over 150 steps scored 5.4, not 18.6).
     trend_scale_alpha: float = 0.02
     variance_break: float = 12.0  # CUSUM level for target/std_mean and target/std_l2n
+    fixed_batch_variance_break: float = 4.0  # ... for target/fixed_batch_std_mean (healthy runs stayed below 1.3)
     variance_abs_floor: float = 1e-6  # at or below this the features are constant, whatever the history (critical)
     rank_break: float = 11.0  # ... for target/token_effective_rank
     pooled_rank_break: float = 18.0  # ... for target/effective_rank (noisier: RankMe of one batch of pooled features)

@@ -38,8 +38,9 @@ def test_grid_covers_every_fault_at_every_magnitude_and_onset_on_two_settings():
     for setting in with_faults:
         assert len(setting.onsets) == 3
         for fault, (_, magnitudes) in LIBRARY.FAULTS.items():
+            extra = tuple(m for f, m in LIBRARY.EXTRA_CELLS if f == fault)
             cells = {(c.magnitude, c.onset) for c in cases if c.setting == setting.name and c.fault == fault}
-            assert cells == {(m, o) for m in magnitudes for o in setting.onsets}, (setting.name, fault)
+            assert cells == {(m, o) for m in magnitudes + extra for o in setting.onsets}, (setting.name, fault)
 
 
 def test_splits_hold_out_seeds_and_a_whole_setting():
