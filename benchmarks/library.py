@@ -100,7 +100,7 @@ class Case:
     def name(self) -> str:
         if self.fault is None:
             return f"healthy_s{self.seed}"
-        mag = "on" if isinstance(self.magnitude, bool) else f"{self.magnitude:g}"
+        mag = "on" if isinstance(self.magnitude, bool) else f"{self.magnitude:g}".replace("+", "")  # 1e06: a run name
         return f"{self.fault}_{mag}_at{self.onset}_s{self.seed}"
 
     @property
@@ -237,9 +237,36 @@ def _branch(case: Case) -> Path:
     cfg = apply_overrides(load_config(parent / "config.toml"), case.fault_overrides())
     cfg.logging.name = case.name
     save_config(cfg, tmp / "config.toml")
+    if cfg.faults.target_gradients:
+        _add_target_params_to_optimizer(cfg, tmp / "checkpoints", case.onset)
     shutil.rmtree(run, ignore_errors=True)
     tmp.rename(run)
     return run
+
+
+def _add_target_params_to_optimizer(cfg, checkpoints: Path, step: int) -> None:
+    """With faults.target_gradients the trainer puts the target encoder's parameters in the optimizer from step 0
+    (appended to the decay group, so a resume keeps one layout); a healthy checkpoint lacks them. Re-index its
+    optimizer state to that layout (the target parameters start without Adam state, as they would at the onset)."""
+    from jepa_core.checkpoint import load_checkpoint, save_checkpoint  # noqa: PLC0415
+    from jepa_core.model import JEPA  # noqa: PLC0415
+
+    m = cfg.model
+    model = JEPA(m.img_size, m.patch_size, m.in_chans, m.embed_dim, m.depth, m.num_heads, m.mlp_ratio, m.pred_dim,
+                 m.pred_depth, m.pred_num_heads)
+    extra = len(list(model.target_encoder.parameters()))
+    path = checkpoints / f"step_{step:07d}.pt"
+    state = load_checkpoint(path)
+    optimizer = state["optimizer"]
+    decay, no_decay = optimizer["param_groups"]
+    first_vector = len(decay["params"])  # the ids of the no-decay group start here and move up by `extra`
+    decay["params"] = list(range(first_vector + extra))
+    no_decay["params"] = [i + extra for i in no_decay["params"]]
+    optimizer["state"] = {(i + extra if i >= first_vector else i): v for i, v in optimizer["state"].items()}
+    for stale in checkpoints.glob("*.pt*"):
+        if stale.name != "init.pt":
+            stale.unlink()
+    save_checkpoint(checkpoints, step, state)
 
 
 def command(case: Case) -> tuple[list[str], Path]:

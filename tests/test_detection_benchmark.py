@@ -66,10 +66,12 @@ def test_parents_come_before_their_branches_and_every_case_is_valid_config():
         apply_overrides(preset("tiny"), [*setting.overrides, *LIBRARY.RUN_OVERRIDES, *case.fault_overrides()])
 
 
-@pytest.mark.slow  # two short trainings in subprocesses (~50 s)
-def test_a_branch_is_its_parent_up_to_the_onset_and_carries_the_fault(tmp_path, monkeypatch):
+@pytest.mark.slow  # short trainings in subprocesses (~50 s each)
+@pytest.mark.parametrize("fault, magnitude, key", [("collapse", 3.0, "collapse_weight"),
+                                                   ("target_gradients", True, "target_gradients")])
+def test_a_branch_is_its_parent_up_to_the_onset_and_carries_the_fault(tmp_path, monkeypatch, fault, magnitude, key):
+    # target_gradients changes the optimizer's layout: the branch re-indexes the healthy checkpoint's Adam state
     import subprocess
-    import sys
 
     monkeypatch.setattr(LIBRARY, "WORK", tmp_path / "work")
     monkeypatch.setattr(LIBRARY, "LIBRARY", tmp_path / "library")
@@ -77,18 +79,17 @@ def test_a_branch_is_its_parent_up_to_the_onset_and_carries_the_fault(tmp_path, 
     setting = LIBRARY.Setting("small", (*small, "logging.checkpoint_every_steps=3"), 6, (3,), 2, "test")
     monkeypatch.setitem(LIBRARY.SETTING, "small", setting)
     parent = LIBRARY.Case("small", 0)
-    branch = LIBRARY.Case("small", 0, "collapse", 3.0, 3)
+    branch = LIBRARY.Case("small", 0, fault, magnitude, 3)
     for case in (parent, branch):
         cmd, run = LIBRARY.command(case)
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=LIBRARY.REPO, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         assert LIBRARY._done(run, case)
         LIBRARY.record(case, run)
-    assert sys.executable  # the commands ran with this interpreter
     p_info, p_rows = LIBRARY.load_case(LIBRARY.record_dir(parent))
     b_info, b_rows = LIBRARY.load_case(LIBRARY.record_dir(branch))
     assert (p_info["status"], b_info["status"], b_info["last_step"]) == ("finished", "stopped", 5)
-    assert load_config(LIBRARY.record_dir(branch) / "config.toml").faults.collapse_weight == 3.0
+    assert getattr(load_config(LIBRARY.record_dir(branch) / "config.toml").faults, key) == magnitude
     before = lambda rows: [r for r in rows if r["step"] <= 3]  # noqa: E731
     assert before(b_rows) == before(p_rows)  # bit for bit up to the onset
     after = {r["step"]: r for r in b_rows if r["step"] > 3 and "loss" in r}
