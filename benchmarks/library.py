@@ -297,7 +297,10 @@ def _done(run: Path, case: Case) -> bool:
 
 def train(cases: list[Case], jobs: int) -> list[str]:
     """Train every case not yet recorded, `jobs` at a time, parents before their branches. Returns failures."""
-    pending = [c for c in cases if not is_recorded(c)]
+    # A branch needs its parent's checkpoints in the work directory, which a fresh machine lacks: the parent is
+    # trained again there (deterministic: the same run, recorded again unchanged).
+    needed = {c.parent for c in cases if c.parent is not None and not is_recorded(c) and not _parent_ready(c.parent)}
+    pending = [c for c in cases if not is_recorded(c) or c in needed]
     running: dict[subprocess.Popen, tuple[Case, Path, float]] = {}
     failures: list[str] = []
     blocked: set[str] = set()
@@ -336,7 +339,12 @@ def train(cases: list[Case], jobs: int) -> list[str]:
             if parent is not None and (parent.key in busy or not _parent_ready(parent)):
                 continue
             pending.remove(case)
-            cmd, run = command(case)
+            try:
+                cmd, run = command(case)
+            except (OSError, ValueError) as exc:  # e.g. a parent run without the onset's checkpoint
+                failures.append(f"{case.key} ({exc})")
+                blocked.add(case.key)
+                continue
             log = run.parent / f"{case.name}.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("a") as fh:

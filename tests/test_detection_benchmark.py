@@ -296,3 +296,11 @@ def test_training_is_resumable_parallel_and_runs_parents_first(tmp_path, monkeyp
     assert recorded == {c.key for c in cases} - {"calib/healthy_s1", *blocked}
     order.write_text("")
     assert LIBRARY.train([c for c in cases if c.seed != 1], jobs=3) == [] and order.read_text() == ""
+    # A fresh machine: the library is there, the work directory is not. A new branch retrains its parent first.
+    import shutil
+
+    branch = next(c for c in cases if c.parent is not None and c.seed != 1)
+    shutil.rmtree(LIBRARY.WORK)
+    shutil.rmtree(LIBRARY.record_dir(branch))
+    assert LIBRARY.train([branch.parent, branch], jobs=2) == []
+    assert order.read_text().split() == [branch.parent.key, branch.key] and LIBRARY.is_recorded(branch)
