@@ -83,52 +83,20 @@ class _Trend:
         return None if level is None else math.exp(-level if self.rising else level)
 
 
-class VarianceCollapseRule(_RuleBase):
-    name = "variance_collapse"
-    # The fixed-batch std is the target's spread on the same probe images every time: no sampling noise, so a slow
-    # collapse late in a run stands out of its trend long before the per-batch std does.
-    metrics = ("target/std_mean", "target/std_l2n", "target/fixed_batch_std_mean")
-    watches = frozenset(metrics)
+class _TrendRule(_RuleBase):
+    """Signals each judged against their own trend. `breaking` holds the metrics whose fall is, at the latest
+    reading, faster than their trend and noise allow (false_comfort reads it). A subclass names itself and defines
+    `message(metric, value, step, trend, severity)`: what the alert says to check."""
 
-    def __init__(self, cfg: RulesConfig) -> None:
+    def __init__(self, cfg: RulesConfig, thresholds: dict[str, float]) -> None:
         super().__init__(cfg)
-        self.trends = {m: _Trend(cfg, cfg.fixed_batch_variance_break if "fixed_batch" in m else cfg.variance_break)
-                       for m in self.metrics}
-        self.breaking: set[str] = set()  # metrics whose fall is, right now, faster than their own trend allows
-
-    def update(self, row: dict) -> list[Alert]:
-        step, cfg, alerts = row["step"], self.cfg, []
-        for metric, trend in self.trends.items():
-            value = self._settled_reading(row, metric)
-            if value is None:
-                continue
-            constant = value <= cfg.variance_abs_floor
-            breaking = trend.update(step, value) if not constant else True
-            self.breaking.discard(metric)
-            if breaking:
-                self.breaking.add(metric)
-            if self.gate.observe(metric, breaking, 1):
-                severity = "critical" if constant else "warning"
-                how = ("the target features are constant" if constant else
-                       f"falling faster than its own trend and noise allow (trend level {_fmt(trend.level or 0)})")
-                alerts.append(self._alert(step, severity, metric, value, (
-                    f"variance collapse: {metric} = {_fmt(value)} at step {step}, {how}; the target features are "
-                    "converging to a constant while the loss can still look fine. Check first the EMA momentum "
-                    "(ema.start close to 1, not 0), that the target encoder is not the online encoder, any extra "
-                    "loss term, the predictor depth and the learning rate; compare target/effective_rank.")))
-        return alerts
-
-
-class RankCollapseRule(_RuleBase):
-    name = "rank_collapse"
-    metrics = ("target/token_effective_rank", "target/effective_rank")
-    watches = frozenset(metrics)
-
-    def __init__(self, cfg: RulesConfig) -> None:
-        super().__init__(cfg)
-        self.trends = {"target/token_effective_rank": _Trend(cfg, cfg.rank_break),
-                       "target/effective_rank": _Trend(cfg, cfg.pooled_rank_break)}
+        self.trends = {metric: _Trend(cfg, threshold) for metric, threshold in thresholds.items()}
+        self.watches = frozenset(thresholds)
         self.breaking: set[str] = set()
+
+    def judge(self, trend: _Trend, step: int, value: float) -> tuple[bool, str]:
+        """(in the condition, severity) for one reading."""
+        return trend.update(step, value), "warning"
 
     def update(self, row: dict) -> list[Alert]:
         step, alerts = row["step"], []
@@ -136,18 +104,52 @@ class RankCollapseRule(_RuleBase):
             value = self._settled_reading(row, metric)
             if value is None:
                 continue
-            breaking = trend.update(step, value)
+            breaking, severity = self.judge(trend, step, value)
             self.breaking.discard(metric)
             if breaking:
                 self.breaking.add(metric)
             if self.gate.observe(metric, breaking, 1):
-                alerts.append(self._alert(step, "warning", metric, value, (
-                    f"rank collapse: {metric} = {_fmt(value)} at step {step}, falling faster than its own trend "
-                    f"and noise allow (trend level {_fmt(trend.level or 0)}); the representation is losing "
-                    "dimensions. Check first the EMA momentum (target copying the online encoder collapses within "
-                    "~100 steps), the learning rate (a blow-up collapses rank while std rises), and the masks; "
-                    "watch target/std_l2n and the loss for the crash that follows.")))
+                alerts.append(self._alert(step, severity, metric, value,
+                                          self.message(metric, value, step, trend, severity)))
         return alerts
+
+
+class VarianceCollapseRule(_TrendRule):
+    name = "variance_collapse"
+
+    def __init__(self, cfg: RulesConfig) -> None:
+        # The fixed-batch std is the target's spread on the same probe images every time: no sampling noise, so a
+        # slow collapse late in a run stands out of its trend long before the per-batch std does.
+        super().__init__(cfg, {"target/std_mean": cfg.variance_break, "target/std_l2n": cfg.variance_break,
+                               "target/fixed_batch_std_mean": cfg.fixed_batch_variance_break})
+
+    def judge(self, trend: _Trend, step: int, value: float) -> tuple[bool, str]:
+        if value <= self.cfg.variance_abs_floor:  # constant features, whatever the history
+            return True, "critical"
+        return super().judge(trend, step, value)
+
+    def message(self, metric: str, value: float, step: int, trend: _Trend, severity: str) -> str:
+        how = ("the target features are constant" if severity == "critical" else
+               f"falling faster than its own trend and noise allow (trend level {_fmt(trend.level or 0)})")
+        return (f"variance collapse: {metric} = {_fmt(value)} at step {step}, {how}; the target features are "
+                "converging to a constant while the loss can still look fine. Check first the EMA momentum "
+                "(ema.start close to 1, not 0), that the target encoder is not the online encoder, any extra "
+                "loss term, the predictor depth and the learning rate; compare target/effective_rank.")
+
+
+class RankCollapseRule(_TrendRule):
+    name = "rank_collapse"
+
+    def __init__(self, cfg: RulesConfig) -> None:
+        super().__init__(cfg, {"target/token_effective_rank": cfg.rank_break,
+                               "target/effective_rank": cfg.pooled_rank_break})
+
+    def message(self, metric: str, value: float, step: int, trend: _Trend, severity: str) -> str:
+        return (f"rank collapse: {metric} = {_fmt(value)} at step {step}, falling faster than its own trend "
+                f"and noise allow (trend level {_fmt(trend.level or 0)}); the representation is losing "
+                "dimensions. Check first the EMA momentum (target copying the online encoder collapses within "
+                "~100 steps), the learning rate (a blow-up collapses rank while std rises), and the masks; "
+                "watch target/std_l2n and the loss for the crash that follows.")
 
 
 class EmaStalledRule(_RuleBase):
