@@ -200,19 +200,13 @@ def judge(case_dir: Path, rules: RulesConfig | None = None) -> Judgement:
     onset = info["onset"]
     alerts = evaluate_rows(rows, rules)
     after = -1 if onset is None else onset  # rows at step s describe the state after update s
-    harm_step, why = harm(rows, onset) if onset is not None else (None, None)
-    if onset is None:
-        harm_step, why = _healthy_harm(rows)
+    # A healthy run is judged by the same definition from its first reading: it must come out benign, or the
+    # definition (not the rules) is wrong; the summary reports it as a check of the labels.
+    harm_step, why = harm(rows, after)
     first_loss = next((r["step"] for r in rows if r["step"] > after and "loss" in r), None)
     return Judgement(f"{info['setting']}/{case_dir.name}", info["split"], info["fault"], onset, harm_step, why,
                      [a for a in alerts if a.step > after], loss_baseline_step(rows, after),
                      eval_baseline_step(rows, after), first_loss)
-
-
-def _healthy_harm(rows: list[dict]) -> tuple[int | None, str | None]:
-    """A healthy run judged by the same harm definition from its first reading: it must come out benign, or the
-    definition (not the rules) is wrong. Reported as a check of the labels."""
-    return harm(rows, -1)
 
 
 def library_cases(root: Path = LIBRARY) -> list[Path]:

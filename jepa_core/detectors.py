@@ -3,10 +3,8 @@
 Every object here holds a fixed number of floats, whatever the length of the stream, so a rule built from them is
 O(1) in memory and can run live inside training, over a finished metrics file, or in a notebook.
 
-Smoothing comes in two flavours on purpose:
-- per reading (`ReadingEwma`): removes batch-to-batch noise; its lag is a number of readings.
-- per step (`StepEwma`): a reference "about `tau_steps` ago", so a *rate* of change is measured per training step
-  and does not depend on how often the metric is logged (cadences differ between the tiny preset and a big run).
+`TrendBreak` measures its level and slope per training step, not per reading, so the same thresholds hold whatever
+the cadence a metric is logged at (the tiny preset's and a big run's differ).
 """
 
 from __future__ import annotations
@@ -15,77 +13,11 @@ import math
 from dataclasses import dataclass, field
 
 __all__ = [
-    "ReadingEwma",
-    "StepEwma",
-    "RunningPeak",
-    "RunningMin",
     "RobustBaseline",
     "OneSidedCusum",
     "EpisodeGate",
     "TrendBreak",
 ]
-
-
-@dataclass
-class ReadingEwma:
-    """Exponential moving average with a fixed weight per reading; the first reading initialises it."""
-
-    alpha: float
-    value: float | None = None
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.alpha <= 1.0:
-            raise ValueError(f"ReadingEwma: alpha must be in (0, 1], got {self.alpha}")
-
-    def update(self, x: float) -> float:
-        self.value = x if self.value is None else self.value + self.alpha * (x - self.value)
-        return self.value
-
-
-@dataclass
-class StepEwma:
-    """EWMA whose weight depends on the steps elapsed: alpha = 1 - exp(-dt / tau_steps).
-
-    With a linear trend of slope `b` per step it lags the signal by about `b * tau_steps`, whatever the cadence.
-    A repeated or earlier step (dt <= 0) leaves it unchanged.
-    """
-
-    tau_steps: float
-    value: float | None = None
-    last_step: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.tau_steps <= 0:
-            raise ValueError(f"StepEwma: tau_steps must be positive, got {self.tau_steps}")
-
-    def update(self, step: int, x: float) -> float:
-        if self.value is None or self.last_step is None:
-            self.value, self.last_step = x, step
-            return x
-        dt = step - self.last_step
-        if dt > 0:
-            alpha = 1.0 - math.exp(-dt / self.tau_steps)
-            self.value += alpha * (x - self.value)
-            self.last_step = step
-        return self.value
-
-
-@dataclass
-class RunningPeak:
-    value: float | None = None
-
-    def update(self, x: float) -> float:
-        self.value = x if self.value is None else max(self.value, x)
-        return self.value
-
-
-@dataclass
-class RunningMin:
-    value: float | None = None
-
-    def update(self, x: float) -> float:
-        self.value = x if self.value is None else min(self.value, x)
-        return self.value
 
 
 @dataclass
