@@ -6,7 +6,12 @@ it was switched on. Harmful, from the first reading after the onset at which one
 
 - evaluation falls: kNN accuracy or linear-probe accuracy EVAL_MARGIN or more below its best so far in the run;
 - the representation collapses: the target's pooled effective rank (RankMe over per-image features,
-  `target/effective_rank`) below COLLAPSE_RANK dimensions for COLLAPSE_READINGS readings in a row;
+  `target/effective_rank`) or its per-dimension std (`target/std_mean`) below COLLAPSE_FRACTION of what the healthy
+  run of the same setting and seed reads at the same step, for COLLAPSE_READINGS readings in a row. The healthy run
+  is the exact counterfactual: the fault run is branched from it and equals it bit for bit up to the onset. No fixed
+  floor is used because none separates collapse from learning here: a healthy run's pooled rank falls three- to
+  fourfold in its first few hundred steps (10.4 -> 3.7 on calib, 9.4 -> 2.7 on quick, seeds 3 and 0) and ends where
+  a collapsing run ends, which is what defeated the fraction-of-peak rules of the first version;
 - the loss or the gradient norm turns non-finite;
 - a structural invariant of the method is broken: a target patch in the context (`mask/overlap_fraction` > 0), a
   target parameter that trains (`ema/target_grad_params` > 0), a target that is a copy of the online encoder
@@ -47,8 +52,9 @@ from jepa_core.detectors import RobustBaseline  # noqa: E402
 from jepa_core.rules import Alert, RulesConfig, evaluate_rows  # noqa: E402
 
 EVAL_MARGIN = 0.04  # healthy runs dip at most ~2.5 points below their best kNN/probe reading (calibration runs)
-COLLAPSE_RANK = 3.0  # healthy runs never went below ~4.8 effective dimensions; collapsed ones sit near 1-2.5
+COLLAPSE_FRACTION = 0.5  # rank or std halved against the run without the fault (a round number, set before judging)
 COLLAPSE_READINGS = 2
+COLLAPSE_KEYS = ("target/effective_rank", "target/std_mean")
 INVARIANT_READINGS = 2
 LOSS_Z, LOSS_WARMUP_STEPS = 6.0, 50  # the loss-only baseline: one reading 6 robust scales above its level
 WARNINGS_PER_HEALTHY_RUN = 0.1  # target: at most 1 warning per 10 healthy runs
@@ -71,10 +77,17 @@ def _value(row: dict, key: str) -> float | None:
     return float(v)
 
 
-def harm(rows: list[dict], onset: int) -> tuple[int | None, str | None]:
-    """(first step > onset at which the run is harmed, why), or (None, None) for a benign run."""
+def _readings(rows: Iterable[dict], key: str) -> dict[int, float]:
+    return {row["step"]: v for row in rows if (v := _value(row, key)) is not None}
+
+
+def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tuple[int | None, str | None]:
+    """(first step > onset at which the run is harmed, why), or (None, None) for a benign run. `healthy`: the rows
+    of the run without the fault (same setting and seed), for the collapse test; None for a healthy run itself."""
     best: dict[str, float] = {}
-    low_rank = copies = frozen = 0
+    copies = frozen = 0
+    low = dict.fromkeys(COLLAPSE_KEYS, 0)
+    reference = {key: _readings(healthy, key) for key in COLLAPSE_KEYS} if healthy is not None else None
     last_fixed: float | None = None
     for row in rows:
         step = row["step"]
@@ -103,11 +116,15 @@ def harm(rows: list[dict], onset: int) -> tuple[int | None, str | None]:
             if after and key in best and v <= best[key] - EVAL_MARGIN:
                 return step, f"{key} fell"
             best[key] = max(best.get(key, v), v)
-        rank = _value(row, "target/effective_rank")
-        if rank is not None:
-            low_rank = low_rank + 1 if (not math.isfinite(rank) or rank < COLLAPSE_RANK) else 0
-            if after and low_rank >= COLLAPSE_READINGS:
-                return step, "rank collapsed"
+        if reference is None or not after:
+            continue
+        for key in COLLAPSE_KEYS:
+            v, ref = _value(row, key), reference[key].get(step)
+            if v is None or ref is None or not math.isfinite(ref):
+                continue
+            low[key] = low[key] + 1 if (not math.isfinite(v) or v < COLLAPSE_FRACTION * ref) else 0
+            if low[key] >= COLLAPSE_READINGS:
+                return step, f"{key.split('/')[1]} halved"
     return None, None
 
 
@@ -202,7 +219,14 @@ def judge(case_dir: Path, rules: RulesConfig | None = None) -> Judgement:
     after = -1 if onset is None else onset  # rows at step s describe the state after update s
     # A healthy run is judged by the same definition from its first reading: it must come out benign, or the
     # definition (not the rules) is wrong; the summary reports it as a check of the labels.
-    harm_step, why = harm(rows, after)
+    healthy = None
+    if info["fault"] is not None:
+        parent = case_dir.parent / f"healthy_s{info['seed']}"
+        if not (parent / "case.json").is_file():
+            raise FileNotFoundError(f"{case_dir}: its healthy run {parent} is not recorded (train it with "
+                                    f"`python benchmarks/library.py --train`)")
+        healthy = load_case(parent)[1]
+    harm_step, why = harm(rows, after, healthy)
     first_loss = next((r["step"] for r in rows if r["step"] > after and "loss" in r), None)
     return Judgement(f"{info['setting']}/{case_dir.name}", info["split"], info["fault"], onset, harm_step, why,
                      [a for a in alerts if a.step > after], loss_baseline_step(rows, after),
@@ -312,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         chosen = [j for j in judgements if j.split == split]
         title = ("TUNING split (thresholds were chosen on these runs)" if split == "tune" else
-                 "TEST split (other seeds and a setting never tuned on: the figures to quote)")
+                 "TEST split (recorded after the thresholds were frozen: new seeds and a setting never tuned on; "
+                 "the figures to quote)")
         print(f"\n{title}")
         lines, missed = summary(chosen)
         print("\n".join(lines))

@@ -292,9 +292,14 @@ class DivergenceRule(_RuleBase):
             value = _number(row, metric)
             if value is None or not math.isfinite(value):
                 continue
+            # One reading far above the running level: on the detection library's healthy runs the largest was
+            # 3.3x; a collapse term or a target swap shows at once as a 10-15x jump in the gradient.
+            spike = (metric == "grad_norm" and shift.baseline.count >= cfg.min_readings
+                     and value > cfg.divergence_grad_spike_factor * shift.baseline_value)
             climbing = shift.update(value)
-            if self.gate.observe(metric, climbing, 1):
+            if self.gate.observe(metric, climbing or spike, 1):
                 what = ("the optimizer's steps grew relative to the weights" if metric == "health/update_ratio"
+                        else f"a spike of {_fmt(value / shift.baseline_value)}x" if spike and not climbing
                         else "a sustained shift rather than a spike")
                 alerts.append(self._alert(step, "warning", metric, value, (
                     f"divergence: {metric} has been climbing (now {_fmt(value)}, baseline ~{_fmt(shift.baseline_value)}"

@@ -61,7 +61,9 @@ class RulesConfig:
     enabled: bool = True
     stop_on_critical: bool = False  # the trainer stops (with a checkpoint) once a critical alert fires
     # shared
-    warmup_steps: int = 30  # readings before this step build no references and never fire (init transients)
+    # readings before this step build no references and never fire: the first steps' transients (the features
+    # reorganise while the lr warms up) taught the trends a pace and a noise that healthy runs then broke
+    warmup_steps: int = 60
     min_readings: int = 3  # history-based rules need this many post-warm-up readings before judging
     rearm_readings: int = 5  # a rule fires again only after this many consecutive clear readings
     # mask_leak / target_gradients: critical at the first reading
@@ -75,14 +77,14 @@ class RulesConfig:
     # that, held for several readings, adds up. Chosen on the tuning split of the detection library
     # (benchmarks/detection.py: healthy runs of three settings and five seeds, faults over magnitudes and onsets).
     trend_level_steps: float = 20.0  # memory of the level, in steps
-    trend_slope_steps: float = 100.0  # memory of the slope, in steps
+    trend_slope_steps: float = 50.0  # memory of the slope, in steps (100 was slow to learn a healthy fall's pace)
     trend_drift: float = 2.0  # CUSUM allowance per reading, in noise scales
     trend_clip: float = 6.0  # most one reading adds, in noise scales (minus the drift): one outlier never fires alone
     trend_min_scale: float = 0.01  # floor of the noise scale (a 1% move)
     # The noise scale is the running mean of |shortfall| over the first readings, then an EWMA this slow: a fast
     # one (0.1) grew with a collapse itself and hid it (a 30% fall over 150 steps scored 5.4, not 18.6).
     trend_scale_alpha: float = 0.02
-    variance_break: float = 12.0  # CUSUM level for target/std_mean and target/std_l2n
+    variance_break: float = 10.0  # CUSUM level for target/std_mean and target/std_l2n
     fixed_batch_variance_break: float = 4.0  # ... for target/fixed_batch_std_mean (healthy runs stayed below 1.3)
     variance_abs_floor: float = 1e-6  # at or below this the features are constant, whatever the history (critical)
     rank_break: float = 11.0  # ... for target/token_effective_rank
@@ -112,6 +114,7 @@ class RulesConfig:
     divergence_cusum_threshold: float = 10.0  # alarm level, in scales
     divergence_suspect_level: float = 8.0  # above this CUSUM level the baseline learns 4x slower (no absorbing)
     divergence_cusum_clip: float = 5.0  # most one reading can add: one spike adds <= clip - drift < threshold
+    divergence_grad_spike_factor: float = 10.0  # one grad_norm reading this many times its running level
     divergence_loss_z: float = 6.0
     divergence_loss_min_rel_scale: float = 0.02  # loss scale floor, relative to the baseline loss
     divergence_loss_patience: int = 2  # a loss spike must persist this many readings (a lone noisy batch is not one)
