@@ -87,8 +87,8 @@ class RulesConfig:
     variance_break: float = 10.0  # CUSUM level for target/std_mean and target/std_l2n
     fixed_batch_variance_break: float = 4.0  # ... for target/fixed_batch_std_mean (healthy runs stayed below 1.3)
     variance_abs_floor: float = 1e-6  # at or below this the features are constant, whatever the history (critical)
-    rank_break: float = 11.0  # ... for target/token_effective_rank
-    pooled_rank_break: float = 18.0  # ... for target/effective_rank (noisier: RankMe of one batch of pooled features)
+    rank_break: float = 8.0  # ... for target/token_effective_rank
+    pooled_rank_break: float = 12.0  # ... for target/effective_rank (noisier: RankMe of one batch of pooled features)
     # ema_stalled: ema/relative_param_l2 stuck at exactly 0 (target copies online), or target statistics exactly
     # frozen while ema/param_l2 keeps changing (target never updated)
     ema_stalled_warmup_steps: int = 1  # at step 0 the target is a copy of the online encoder by construction

@@ -34,12 +34,14 @@ def test_grid_covers_every_fault_at_every_magnitude_and_onset_on_two_settings():
     with_faults = [s for s in LIBRARY.SETTINGS if s.onsets]
     assert len(with_faults) >= 2 and len(LIBRARY.SETTINGS) >= 3
     for setting in LIBRARY.SETTINGS:
-        assert {c.seed for c in cases if c.setting == setting.name and c.fault is None} == set(range(5))
+        seeds = {c.seed for c in cases if c.setting == setting.name and c.fault is None}
+        assert seeds == set(range(5)) | (set(LIBRARY.FRESH_SEEDS) if setting.onsets and not setting.fresh else set())
     for setting in with_faults:
         assert len(setting.onsets) == 3
         for fault, (_, magnitudes) in LIBRARY.FAULTS.items():
             extra = tuple(m for f, m in LIBRARY.EXTRA_CELLS if f == fault)
-            cells = {(c.magnitude, c.onset) for c in cases if c.setting == setting.name and c.fault == fault}
+            cells = {(c.magnitude, c.onset) for c in cases
+                     if c.setting == setting.name and c.fault == fault and c.seed < LIBRARY.SEEDS}
             assert cells == {(m, o) for m in magnitudes + extra for o in setting.onsets}, (setting.name, fault)
 
 
@@ -48,11 +50,17 @@ def test_splits_hold_out_seeds_and_a_whole_setting():
     tune = {c for c in cases if c.split == "tune"}
     test = {c for c in cases if c.split == "test"}
     assert tune and test and not tune & test
-    assert {c.seed for c in tune}.isdisjoint({c.seed for c in test if c.setting in LIBRARY.TUNE_SETTINGS})
-    never_tuned = {s.name for s in LIBRARY.SETTINGS} - {c.setting for c in tune}
-    assert never_tuned and all(c.split == "test" for c in cases if c.setting in never_tuned)
+    tuned_settings = {c.setting for c in tune}
+    assert {c.seed for c in tune}.isdisjoint({c.seed for c in test if c.setting in tuned_settings})
+    never_tuned = {s.name for s in LIBRARY.SETTINGS} - tuned_settings
+    assert never_tuned == {s.name for s in LIBRARY.SETTINGS if s.fresh}
+    assert all(c.split == "test" for c in cases if c.setting in never_tuned)
     for split in (tune, test):  # both splits hold every fault
         assert {c.fault for c in split if c.fault} == set(LIBRARY.FAULTS)
+    # the fresh test split: every cell of the grid on the never-tuned setting and on each new seed set
+    for setting in (s for s in LIBRARY.SETTINGS if s.onsets):
+        fresh = {(c.fault, c.magnitude) for c in test if c.setting == setting.name and c.fault}
+        assert len(fresh) == len(LIBRARY._grid_cells()), setting.name
 
 
 def test_parents_come_before_their_branches_and_every_case_is_valid_config():
@@ -115,8 +123,17 @@ def test_harm_by_evaluation_fall_rank_collapse_non_finite_and_broken_invariants(
     assert DETECTION.harm(rows_with({"knn/accuracy": knn}), 150) == (300, "knn/accuracy fell")
     assert DETECTION.harm(rows_with({"knn/accuracy": knn[:3]}), 150) == (None, None)  # a 1-point dip is noise
     assert DETECTION.harm(rows_with({"knn/accuracy": knn}), 300) == (None, None)  # before the onset is not harm
-    rank = [(s, 8.0) for s in range(0, 200, 20)] + [(200, 2.5), (220, 8.0), (240, 2.0), (260, 1.5)]
-    assert DETECTION.harm(rows_with({"target/effective_rank": rank}), 100) == (260, "rank collapsed")
+    # Collapse is judged against the healthy run of the same seed, step by step: a rank that falls on its own (as
+    # healthy runs' do) is not harm, the same fall with the healthy run holding at 8 is.
+    falling = [(s, 8.0) for s in range(0, 200, 20)] + [(200, 3.5), (220, 8.0), (240, 3.0), (260, 2.0), (280, 2.0)]
+    healthy = rows_with({"target/effective_rank": [(s, 8.0) for s in range(0, 300, 20)]})
+    assert DETECTION.harm(rows_with({"target/effective_rank": falling}), 100, healthy) == (260, "effective_rank halved")
+    assert DETECTION.harm(rows_with({"target/effective_rank": falling}), 100) == (None, None)  # no counterfactual
+    assert DETECTION.harm(rows_with({"target/effective_rank": falling}), 100, rows_with(
+        {"target/effective_rank": [(s, 3.5) for s in range(0, 300, 20)]})) == (None, None)  # 2 of 3.5: not halved
+    std = rows_with({"target/std_mean": [(100, 0.8), (120, 0.3), (140, 0.32)]})
+    std_healthy = rows_with({"target/std_mean": [(100, 0.8), (120, 0.7), (140, 0.69)]})
+    assert DETECTION.harm(std, 100, std_healthy) == (140, "std_mean halved")
     nan = [(s, 0.3) for s in range(10)] + [(10, math.nan)]
     assert DETECTION.harm(rows_with({"loss": nan}), 5) == (10, "loss non-finite")
     assert DETECTION.harm(rows_with({"mask/overlap_fraction": [(5, 0.0), (10, 0.1)]}), 5) == (10, "mask overlap")

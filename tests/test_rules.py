@@ -77,14 +77,25 @@ def test_healthy_runs_raise_no_alert(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_single_grad_norm_spike_and_single_loss_spike_are_silent(seed: int) -> None:
+def test_single_loss_spike_and_a_moderate_grad_norm_spike_are_silent(seed: int) -> None:
     def spike(step: int, row: dict) -> None:
         if step == 150:
-            row["grad_norm"] *= 20.0
+            row["grad_norm"] *= 5.0  # healthy library runs reached 3.3x their running level
         if step == 200:
             row["loss"] *= 3.0
 
     assert evaluate_rows(synthetic_run(seed, mutate=spike)) == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_one_huge_grad_norm_spike_is_one_warning(seed: int) -> None:
+    def spike(step: int, row: dict) -> None:
+        if step == 150:
+            row["grad_norm"] *= 20.0
+
+    alerts = evaluate_rows(synthetic_run(seed, mutate=spike))
+    assert [(a.rule, a.severity, a.metric, a.step) for a in alerts] == [("divergence", "warning", "grad_norm", 150)]
+    assert "spike of" in alerts[0].message
 
 
 # --------------------------------------------------------------------------- each rule on its planted fault
