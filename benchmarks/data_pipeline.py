@@ -24,7 +24,7 @@ from PIL import Image
 
 from jepa_core.config import apply_overrides, preset
 from jepa_core.data import datasets_for, train_feed_for
-from jepa_core.train import Trainer
+from jepa_core.run.trainer import Trainer
 
 NEVER = 10**9
 

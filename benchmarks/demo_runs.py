@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from jepa_core.rules import RuleEngine, evaluate_rows
-from jepa_core.stream import encode_row
+from jepa_core.alerts.engine import RuleEngine, evaluate_rows
+from jepa_core.metrics.stream import encode_row
 
 REPO = Path(__file__).resolve().parent.parent
 RECORD_DIR = REPO / "data" / "runs"

@@ -48,8 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from library import LIBRARY, load_case  # noqa: E402
 
 from jepa_core.config import Config, ConfigError, apply_overrides  # noqa: E402
-from jepa_core.detectors import RobustBaseline  # noqa: E402
-from jepa_core.rules import Alert, RulesConfig, evaluate_rows  # noqa: E402
+from jepa_core.alerts.detectors import RobustBaseline  # noqa: E402
+from jepa_core.alerts.base import Alert
+from jepa_core.config import RulesConfig
+from jepa_core.alerts.engine import evaluate_rows  # noqa: E402
 
 EVAL_MARGIN = 0.04  # healthy runs dip at most ~2.5 points below their best kNN/probe reading (calibration runs)
 COLLAPSE_FRACTION = 0.5  # rank or std halved against the run without the fault (a round number, set before judging)

@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 
 from jepa_core.config import DiagnosticsConfig, preset
-from jepa_core.instrument import CADENCE_KEYS, GROUPS
-from jepa_core.train import Trainer
+from jepa_core.metrics.instrument import CADENCE_KEYS, GROUPS
+from jepa_core.run.trainer import Trainer
 
 NEVER = 10**9  # a cadence no timed step reaches
 

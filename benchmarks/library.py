@@ -206,7 +206,7 @@ def _thin_value(value):
 
 def record(case: Case, run_dir: Path) -> Path:
     """Thin a finished work run into the library: metric rows only (rules are re-derived at replay)."""
-    from jepa_core.stream import encode_row, iter_rows  # noqa: PLC0415 (keeps --list free of torch)
+    from jepa_core.metrics.stream import encode_row, iter_rows  # noqa: PLC0415 (keeps --list free of torch)
 
     dest = record_dir(case)
     tmp = dest.with_name(dest.name + ".tmp")
@@ -234,7 +234,7 @@ def record(case: Case, run_dir: Path) -> Path:
 
 def load_case(case_dir: Path) -> tuple[dict, list[dict]]:
     """(case.json, metric rows) of one recorded case."""
-    from jepa_core.stream import iter_rows  # noqa: PLC0415
+    from jepa_core.metrics.stream import iter_rows  # noqa: PLC0415
 
     info = json.loads((case_dir / "case.json").read_text())
     return info, [r for r in iter_rows(case_dir / "metrics.jsonl") if "event" not in r]
@@ -285,8 +285,8 @@ def _add_target_params_to_optimizer(cfg, checkpoints: Path, step: int) -> None:
     """With faults.target_gradients the trainer puts the target encoder's parameters in the optimizer from step 0
     (appended to the decay group, so a resume keeps one layout); a healthy checkpoint lacks them. Re-index its
     optimizer state to that layout (the target parameters start without Adam state, as they would at the onset)."""
-    from jepa_core.checkpoint import load_checkpoint, save_checkpoint  # noqa: PLC0415
-    from jepa_core.model import JEPA  # noqa: PLC0415
+    from jepa_core.run.checkpoint import load_checkpoint, save_checkpoint  # noqa: PLC0415
+    from jepa_core.method.model import JEPA  # noqa: PLC0415
 
     m = cfg.model
     model = JEPA(m.img_size, m.patch_size, m.in_chans, m.embed_dim, m.depth, m.num_heads, m.mlp_ratio, m.pred_dim,

@@ -1,4 +1,4 @@
-"""Benchmark: reading metrics.jsonl with `jepa_core.stream.read_metrics` vs `pandas.read_json(lines=True)`.
+"""Benchmark: reading metrics.jsonl with `jepa_core.metrics.stream.read_metrics` vs `pandas.read_json(lines=True)`.
 
     python benchmarks/read_metrics.py [--rows 1000000] [--repeats 3] [--follow-polls 20]
 
@@ -25,7 +25,9 @@ from pathlib import Path
 import msgspec
 import pandas as pd
 
-from jepa_core.stream import MetricsFollower, read_metrics
+from jepa_core.metrics.follower import MetricsFollower
+
+from jepa_core.metrics.reader import read_metrics
 
 BASIC = ["loss", "lr", "wd", "grad_norm", "ema_tau", "time/step_seconds", "time/data_seconds",
          "time/samples_per_second", "time/eta_seconds", "system/cpu_percent"]
@@ -95,7 +97,7 @@ def best_times(functions: dict, repeats: int) -> dict[str, tuple[float, float]]:
 _MEMORY_PROBE = """
 import sys, threading, time, psutil
 import pandas as pd
-from jepa_core.stream import read_metrics
+from jepa_core.metrics.reader import read_metrics
 process = psutil.Process()
 base = peak = process.memory_info().rss
 done = threading.Event()

@@ -32,9 +32,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from jepa_core.config import preset
 from jepa_core.data import normalize_images
-from jepa_core.masks import MaskBatch
-from jepa_core.step import _forward_loss
-from jepa_core.train import Trainer
+from jepa_core.method.masks import MaskBatch
+from jepa_core.method.step import _forward_loss
+from jepa_core.run.trainer import Trainer
 
 NEVER = 10**9
 PHASES = ("data", "forward_backward", "optimizer", "ema", "diagnostics")

@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 
 from jepa_core.config import preset
-from jepa_core.stream import read_metrics
-from jepa_core.train import Trainer
+from jepa_core.metrics.reader import read_metrics
+from jepa_core.run.trainer import Trainer
 
 REPO = Path(__file__).resolve().parent.parent
 RECORD = REPO / "data" / "runs" / "tiny-default"

@@ -21,16 +21,33 @@ import psutil
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from jepa_core.common.console import terminal_safe
 from jepa_core.config import Config, ConfigError
-from jepa_core.console import terminal_safe
-from jepa_core.data import (Batch, DataError, datasets_for, mask_generator, mask_sampler_for, normalize_images,
-                            train_feed_for)
-from jepa_core.evaluation import EVAL_BATCH_SIZE, heldout_features
-from jepa_core.masks import MaskBatch, MaskSampler, leak_targets, overlap_fraction
-from jepa_core.model import JEPA, param_counts
-from jepa_core.runtime import autocast_for, compile_module, resolve_device
-from jepa_core.step import OnlineNetwork, StepSettings, build_optimizer, train_step
-from jepa_core.train_cli import add_config_arguments, config_from_args
+from jepa_core.data import (
+    Batch,
+    DataError,
+    datasets_for,
+    mask_generator,
+    mask_sampler_for,
+    normalize_images,
+    train_feed_for,
+)
+from jepa_core.method.masks import (
+    MaskBatch,
+    MaskSampler,
+    leak_targets,
+    overlap_fraction,
+)
+from jepa_core.method.model import JEPA, param_counts
+from jepa_core.method.runtime import autocast_for, compile_module, resolve_device
+from jepa_core.method.step import (
+    OnlineNetwork,
+    StepSettings,
+    build_optimizer,
+    train_step,
+)
+from jepa_core.run.evaluation import EVAL_BATCH_SIZE, heldout_features
+from jepa_core.train import add_config_arguments, config_from_args
 
 MEMORY_HEADROOM = 0.95  # a step peaking above this share of the device's memory will not survive fragmentation
 

@@ -1,505 +1,92 @@
-"""The training loop: data, masks, schedules, the step, diagnostics, rules, evaluation, checkpoints.
+"""`jepa train` / `python -m jepa_core.train` / `torchrun -m jepa_core.train`: arguments, config, exit codes.
 
-Read top to bottom: `Trainer.__init__` sets everything up (every error is raised before the run directory exists),
-`Trainer.run` loops `Trainer.step_once`, and `main` is the headless entry point (`jepa train`, `torchrun -m
-jepa_core.train`). Schedules and batches are pure functions of the step, so resume needs no replay. Batches come
-from `jepa_core.data` (DataLoader workers decode, crop and mask them ahead of the step); this process only moves
-them to the device.
+The config arguments (--config, --preset, --set) are shared with `jepa check`, so both read a config the same way.
 """
 
 from __future__ import annotations
 
-import contextlib
+import argparse
 import sys
-import threading
-import time
 from pathlib import Path
-from typing import Callable
 
-import torch
-
-from jepa_core import distributed
-from jepa_core.checkpoint import (CheckpointError, clean_checkpoint_dir, find_resume_checkpoint, prune_checkpoints,
-                                  save_checkpoint)
-from jepa_core.config import Config, DiagnosticsConfig, config_to_dict, validate
-from jepa_core.console import format_console_line, terminal_safe
-from jepa_core.control import ControlError, ControlWatcher, read_control, write_control
-from jepa_core.data import (Batch, ImageDataset, datasets_for, epoch_of_step, mask_generator,
-                            normalize_images, train_feed_for)
-from jepa_core.ema import ema_momentum
-from jepa_core.evaluation import run_evaluation
-from jepa_core.instrument import Instrumentation
-from jepa_core.masks import MaskBatch
-from jepa_core.model import JEPA
-from jepa_core.rules import RuleEngine
+from jepa_core.common.console import terminal_safe
+from jepa_core.config import Config, ConfigError, apply_overrides, load_config, preset
+from jepa_core.data import DataError
+from jepa_core.method.runtime import parse_profile_steps
+from jepa_core.run import distributed
 from jepa_core.run import status as run_status
-from jepa_core.run.atomic import atomic_file, remove_stale_temp_files
-from jepa_core.run.lock import RunLock
+from jepa_core.run.checkpoint import CheckpointError
+from jepa_core.run.lock import RunLockedError
+from jepa_core.run.rundir import load_run_config
 from jepa_core.run.signals import GracefulStop
-from jepa_core.rundir import RunPaths, create_run, set_status, start_meta
-from jepa_core.runtime import (CompileWarmup, PhaseTimer, StepProfiler, autocast_for, compile_module,
-                               phase_metrics, resolve_device)
-from jepa_core.schedules import cosine_schedule, warmup_cosine
-from jepa_core.sinks import JsonlSink, MetricLogger, TensorBoardSink, TrackioSink, WandbSink
-from jepa_core.step import OnlineNetwork, StepOutput, StepSettings, build_optimizer, train_step
-from jepa_core.stream import iter_rows
-
-MetricsCallback = Callable[[int, dict], None]
-CONTROL_SYNC_EVERY = 10  # under DDP, rank 0 shares control-file changes and stop decisions this often
-SKIP_WARNINGS = 20  # unreadable images named one by one on stderr; after that only counted (data/skipped_images)
-step_generator = mask_generator  # the mask randomness of (seed, step, rank): see jepa_core/data/seeds.py
+from jepa_core.run.trainer import Trainer
+from jepa_core.run.validation import validate_config
 
 
-def next_attempt(metrics_path: Path) -> int:
-    """One more than the largest attempt in the stream: the stream, not meta.json, says which attempts exist."""
-    if not metrics_path.is_file():
-        return 1
-    return 1 + max((int(row.get("attempt", 0)) for row in iter_rows(metrics_path)), default=0)
+def add_config_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path,
+                   help="TOML config file (a top-level preset = 'tiny'|'small'|'base' picks the base)")
+    p.add_argument("--preset", default=None, help="start from a built-in preset: tiny (CPU), small or base (GPU)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one config value (TOML syntax), may repeat")
 
 
-class Trainer:
-    def __init__(self, cfg: Config, run_dir: str | Path | None = None, resume: bool = False,
-                 quiet: bool = False, progress: bool | None = None, profile_steps: tuple[int, int] | None = None):
-        self._created = time.time()  # control-file requests older than this were meant for an earlier attempt
-        validate(cfg)
-        self.cfg = cfg
-        self.quiet = quiet
-        self.dist = distributed.context()
-        if cfg.runtime.num_threads:
-            torch.set_num_threads(cfg.runtime.num_threads)
-        self.device = resolve_device(cfg.runtime.device, self.dist.local_rank)
-        m = cfg.model
-        self.train_set, self.heldout = datasets_for(cfg)  # folder / npz: listed or mapped, no pixels read yet
-        # This rank's batches, read by cfg.data.num_workers processes once the first one is asked for.
-        self.feed = train_feed_for(cfg, self.train_set, self.dist.rank, self.dist.world_size,
-                                   pin_memory=self.device.type == "cuda")
-        self.streamed = not isinstance(self.train_set, ImageDataset)
-        self.skipped_images = 0  # unreadable images replaced in the batches trained on so far (this rank)
+def build_parser(prog: str = "jepa train") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Train a JEPA model headless and write a run directory.")
+    add_config_arguments(p)
+    p.add_argument("--name", help="run name (directory under logging.runs_dir)")
+    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue a run from its latest checkpoint")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or console lines")
+    p.add_argument("--until", type=int, metavar="STEP", help="stop at this step as a signal would (final checkpoint, "
+                   "status stopped); --resume goes on from there")
+    p.add_argument("--profile-steps", metavar="A:B", help="write a torch.profiler trace of steps A to B (inclusive) "
+                   "to RUN/traces/ (Chrome/Perfetto JSON: open it in https://ui.perfetto.dev or chrome://tracing)")
+    return p
 
-        torch.manual_seed(cfg.runtime.seed)
-        self.model = JEPA(m.img_size, m.patch_size, m.in_chans, m.embed_dim, m.depth, m.num_heads, m.mlp_ratio,
-                          m.pred_dim, m.pred_depth, m.pred_num_heads).to(self.device)
-        extra = []
-        if cfg.faults.target_gradients:
-            # In the optimizer from the start (resume-safe state layout); they require a grad only once the fault
-            # begins (train_step switches requires_grad on at faults.start_step), so the run is healthy before it.
-            extra = list(self.model.target_encoder.parameters())
-        self.optimizer = build_optimizer(self.model, (cfg.optim.beta1, cfg.optim.beta2), extra,
-                                         fused=self.device.type == "cuda")
-        self.online = distributed.wrap(OnlineNetwork(self.model), self.dist, self.device)
-        # What the step calls: compiled wrappers that share the parameters of self.model (checkpoints, diagnostics
-        # and evaluation keep using the plain modules, so evaluation's batch shapes never trigger a recompile).
-        self.step_online, self.step_target = self.online, self.model.target_encoder
-        if cfg.runtime.compile:
-            self.step_online, self.step_target = compile_module(self.online), compile_module(self.model.target_encoder)
-        self.compile_warmup = CompileWarmup(cfg.runtime.compile, cfg.optim.steps)
-        self.instrumentation = Instrumentation(self.model, cfg.diagnostics, cfg.optim.steps, self.device,
-                                               self.dist.world_size)
-        self.rules = RuleEngine(cfg.rules)
-        self.step = 0
-        self.critical_alert = False  # acted on by every rank
-        self.diverged = False  # the last update was refused: its loss or gradient was non-finite
-        self._failed_groups: set[str] = set()  # diagnostic groups that raised at least once (printed once each)
-        self._critical_pending = False  # rank 0's rules fired a critical alert; applied at the next control sync
-        self.stop_requested = False  # set by the control file ("stop": true) or a stop signal
-        self._stop_event: threading.Event | GracefulStop | None = None  # run()'s stop_event, read at control sync
-        self.on_metrics: MetricsCallback | None = None
-        self.profiler: StepProfiler | None = None
-        # (uint8 images, masks) of the last batch, replaced as one tuple so that a reader on another thread (the
-        # notebook's mask overlay) never pairs one step's images with another step's masks.
-        self.last_batch: tuple[torch.Tensor, MaskBatch] | None = None
-        self.phase = "ready"  # what the trainer is doing now, in words, for the workbench's progress line
 
-        # Everything that can fail on bad input has run: only now touch the disk.
-        self.lock: RunLock | None = None  # rank 0 holds the run directory for the life of this trainer
+def config_from_args(args: argparse.Namespace) -> Config:
+    if getattr(args, "resume", None) is not None:
+        if not (args.resume / "config.toml").is_file():
+            raise ConfigError(f"--resume {args.resume}: no config.toml there (is it a run directory?)")
+        cfg = load_run_config(args.resume)
+    elif args.config is not None:
+        if args.preset:
+            raise ConfigError("give either --config or --preset (a config file names its preset itself)")
+        cfg = load_config(args.config)
+    else:
+        cfg = preset(args.preset or "tiny")
+    apply_overrides(cfg, args.overrides)
+    if getattr(args, "name", None):
+        cfg.logging.name = args.name
+    return validate_config(cfg)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`jepa train`: exit 0 finished, stopped (signal or control file) or stopped_on_alert; 1 diverged; 2 bad input
+    or a run held by another writer. SIGTERM/SIGINT stop gracefully; a second signal ends the process at once."""
+    args = build_parser().parse_args(argv)
+    with GracefulStop() as stop:
         try:
-            self.paths = self._open_run_dir(run_dir, resume)
-        except BaseException:
-            if self.lock is not None:
-                self.lock.release()
-            raise
-        self.logger = self._build_logger()
-        if profile_steps is not None and self.dist.is_main:
-            self.profiler = StepProfiler(*profile_steps, self.paths.root / "traces", self.device)
-        if self.dist.is_main and self._stale_stop_request():
-            write_control(self.paths.root, stop=False)  # a stop asked of an earlier attempt must not end this one
-        self.control = ControlWatcher(self.paths.root) if self.dist.is_main else None
-        show = cfg.logging.progress_bar if progress is None else progress
-        self._progress = None
-        if show and self.dist.is_main and not quiet:
-            from tqdm.auto import tqdm
-
-            self._progress = tqdm(total=cfg.optim.steps, initial=self.step, unit="step", dynamic_ncols=True)
-
-    # ----------------------------------------------------------------------------------------------------- setup
-    def _open_run_dir(self, run_dir: str | Path | None, resume: bool) -> RunPaths:
-        if resume:
-            paths = RunPaths(Path(run_dir))
-            if self.dist.is_main:
-                self.lock = RunLock(paths.root).acquire()  # before reading anything another writer could change
-                clean_checkpoint_dir(paths.checkpoints)
-                remove_stale_temp_files(paths.root)
-            found = find_resume_checkpoint(paths.checkpoints, self.device)
-            if self.dist.is_main:
-                self._say_on_stderr(found.describe() or f"no checkpoint in {paths.checkpoints}")
-            if found.state is not None:
-                self._load_state(found.state, paths)
-            elif self.dist.is_main:
-                # Killed before its first checkpoint: start again from step 0 (same seed, same initial weights);
-                # the new attempt's step-0 rows supersede everything the lost attempt wrote.
-                self._say_on_stderr("no intact checkpoint: resuming from step 0")
-        elif self.dist.is_main:
-            name = Path(run_dir).name if run_dir else None
-            if run_dir:
-                self.cfg.logging.runs_dir = str(Path(run_dir).parent)
-            paths, self.lock = create_run(self.cfg, name)
-        else:
-            paths = RunPaths(Path(run_dir or self.cfg.logging.runs_dir))
-        paths = distributed.broadcast_path(paths, self.dist)
-        if self.dist.is_main:
-            self.meta = start_meta(paths, self.cfg, self.device, self.dist.world_size, next_attempt(paths.metrics))
-            if not (paths.checkpoints / "init.pt").is_file():
-                with atomic_file(paths.checkpoints / "init.pt") as fh:  # a kill mid-write must not break resume
-                    torch.save(self.model.context_encoder.state_dict(), fh)
-        else:
-            self.meta = {}
-        return paths
-
-    def _say_on_stderr(self, text: str) -> None:
-        """Facts the user must see even with --quiet (which checkpoint a resume used, and why)."""
-        print(terminal_safe(text), file=sys.stderr, flush=True)
-
-    def _load_state(self, state: dict, paths: RunPaths) -> None:
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.instrumentation.load_state_dict(state.get("instrumentation", {}))
-        self.skipped_images = int(state.get("data", {}).get("skipped_images", 0))
-        init = paths.checkpoints / "init.pt"
-        if init.is_file():
-            try:
-                initial = torch.load(init, map_location="cpu", weights_only=True)
-            except Exception as exc:  # only the drift diagnostic needs it; torch raises many types for a bad file
-                raise CheckpointError(f"cannot load {init} (the initial weights): {exc}") from exc
-            self.instrumentation.set_initial_weights(initial)
-        self.step = int(state["step"])
-        # Rules are streaming state machines: replaying the kept rows restores them exactly, nothing to store.
-        for row in iter_rows(paths.metrics):
-            if row.get("step", 0) <= self.step and "event" not in row:
-                self.rules.update(row)
-
-    def _stale_stop_request(self) -> bool:
-        """A stop flag written before this trainer began (to an earlier attempt). One written since, e.g. while
-        this trainer built its data, is a real request and stays."""
-        try:
-            asked = bool(read_control(self.paths.root).get("stop"))
-            return asked and (self.paths.root / "control.json").stat().st_mtime < self._created
-        except (ControlError, FileNotFoundError):
-            return False  # a hand-edited bad file: the watcher warns about it and keeps the config's values
-
-    def _build_logger(self) -> MetricLogger:
-        lg = self.cfg.logging
-        sinks = []
-        if self.dist.is_main:
-            attempt = int(self.meta.get("attempt", 1))
-            if lg.jsonl:
-                sinks.append(JsonlSink(self.paths.metrics, attempt=attempt))
-            if lg.tensorboard:
-                # A resumed attempt rewrites the steps after its checkpoint (from step 0 when it had none).
-                purge = (self.step + 1 if self.step else 0) if attempt > 1 else None
-                sinks.append(TensorBoardSink(self.paths.tensorboard, purge_step=purge))
-            if lg.wandb:
-                sinks.append(WandbSink(project="jepa-workbench", name=self.paths.root.name,
-                                       config=config_to_dict(self.cfg)))
-            if lg.trackio:
-                sinks.append(TrackioSink(project="jepa-workbench", name=self.paths.root.name,
-                                         config=config_to_dict(self.cfg)))
-        return MetricLogger(sinks, rank=self.dist.rank)
-
-    # ------------------------------------------------------------------------------------------------ schedules
-    def settings(self, step: int) -> StepSettings:
-        """Everything the step needs, as a pure function of the step index (0-based: the update being made)."""
-        o, f, total = self.cfg.optim, self.cfg.faults, self.cfg.optim.steps
-        lr = warmup_cosine(step, total, o.warmup_steps, o.lr, o.final_lr, o.start_lr)
-        faulty = step >= f.start_step
-        if faulty and f.lr_blowup_factor != 1.0:
-            lr *= f.lr_blowup_factor
-        tau = ema_momentum(step, total, self.cfg.ema.start, self.cfg.ema.end, self.cfg.ema.schedule)
-        if faulty and f.target_copies_online:
-            tau = 0.0
-        gns_due = self.instrumentation.wants_micro_grads(step + 1)
-        return StepSettings(
-            lr=lr, wd=cosine_schedule(step, total, o.weight_decay, o.final_weight_decay), ema_tau=tau, loss=o.loss,
-            grad_clip=o.grad_clip, micro_batches=o.gns_microbatches if gns_due and not self.dist.enabled else 1,
-            rank_grad_norms=gns_due and self.dist.enabled,
-            update_target=not (faulty and f.frozen_target),
-            target_gradients=faulty and f.target_gradients, collapse_weight=f.collapse_weight if faulty else 0.0)
-
-    def batch(self, step: int) -> tuple[torch.Tensor, MaskBatch]:
-        """This rank's (uint8 images, masks) of `step`: a pure function of (seed, step, rank), fault included."""
-        batch = self.feed.get(step)
-        self.last_batch = (batch.images, batch.masks)
-        return batch.images, batch.masks
-
-    def _count_skipped(self, batch: Batch) -> None:
-        """An unreadable image never ends a run: it was replaced in the batch; here it is counted and named."""
-        for what, why in batch.skipped:
-            self.skipped_images += 1
-            if self.dist.is_main and self.skipped_images <= SKIP_WARNINGS:
-                more = " (further ones are only counted, in data/skipped_images)" \
-                    if self.skipped_images == SKIP_WARNINGS else ""
-                self._say_on_stderr(f"warning: step {batch.step + 1}: skipped unreadable image {what}: {why}; "
-                                    f"{self.skipped_images} skipped so far{more}")
-
-    # ---------------------------------------------------------------------------------------------------- steps
-    def autocast(self) -> contextlib.AbstractContextManager:
-        return autocast_for(self.device, self.cfg.runtime.precision)
-
-    def step_once(self) -> dict[str, float]:
-        """Run one optimisation step and everything due at it; returns the metrics logged for it."""
-        t0 = time.perf_counter()
-        s = self.step  # 0-based index of this update; rows are logged at step s + 1
-        if self.profiler is not None:
-            self.profiler.step_begins(s + 1)
-        with self._region("data"):  # the wait for the next batch, and its (asynchronous) copy to the device
-            batch = self.feed.get(s)
-            self.last_batch = (batch.images, batch.masks)
-            images = normalize_images(batch.images.to(self.device, non_blocking=True))
-            masks = MaskBatch(batch.masks.context_idx.to(self.device, non_blocking=True),
-                              batch.masks.target_idx.to(self.device, non_blocking=True))
-        if batch.skipped:
-            self._count_skipped(batch)
-        t_data = time.perf_counter() - t0
-        settings = self.settings(s)
-        wants_grads = self.instrumentation.wants_grads(s + 1)
-        # Phases are timed at the logging cadence only (CUDA events cost nothing, but reading them waits).
-        timer = PhaseTimer(self.device) if (s + 1) % self.instrumentation.cadences["basic_every_steps"] == 0 \
-            else None
-        warmup = self.compile_warmup.before(self.instrumentation)
-        hook = (lambda: self.instrumentation.after_backward(s + 1, self.model)) if wants_grads else None
-        with self._region("train_step"):
-            out: StepOutput = train_step(s + 1, self.step_online, self.model, self.optimizer, images, masks, settings,
-                                         self.cfg.optim.batch_size, autocast=self.autocast, after_backward=hook,
-                                         target_encoder=self.step_target, timer=timer)
-        # A refused update (non-finite loss or gradient) is logged at its step with every diagnostic, so the stream
-        # shows the failure; the trainer stays at step s, the last finite state, which the final checkpoint keeps.
-        self.diverged = not out.finite
-        t_diag = time.perf_counter()
-        with self._region("diagnostics"):
-            metrics = self.instrumentation.after_step(out, self.model, t_diag - t0, t_data,
-                                                      every_group=self.diverged)
-        t_diag = time.perf_counter() - t_diag
-        self.compile_warmup.after(warmup, self.instrumentation, s + 1, metrics)
-        if metrics and "loss" in metrics:
-            metrics["epoch"] = epoch_of_step(len(self.train_set), self.cfg.optim.batch_size, s + 1)
-            metrics.update(phase_metrics(timer, t_diag))
-            if self.streamed:
-                metrics["data/skipped_images"] = float(self.skipped_images)
-        self._report_diagnostic_failures()
-        self._emit(s + 1, metrics)
-        if self.profiler is not None:
-            self.profiler.step_ends(s + 1)
-        if self.diverged:
-            self._print(f"step {s + 1}: non-finite loss or gradient norm; update refused, stopping at the last "
-                        f"finite state (step {s})")
-            return metrics
-        self.step = s + 1
-        self._after_step()
-        return metrics
-
-    def _region(self, name: str) -> contextlib.AbstractContextManager:
-        return self.profiler.region(name) if self.profiler is not None else contextlib.nullcontext()
-
-    def _report_diagnostic_failures(self) -> None:
-        """A diagnostic that raised is an event row (and one console line per group), never the end of the run."""
-        for step, group, reason in self.instrumentation.failures:
-            self.logger.log(step, {}, event="diagnostic_error", group=group, message=reason)
-            if group not in self._failed_groups:
-                self._failed_groups.add(group)
-                self._print(f"step {step}: diagnostic group {group!r} failed and was skipped ({reason})")
-
-    def _after_step(self) -> None:
-        cfg, step = self.cfg, self.step
-        if self._progress is not None:
-            self._progress.update(1)
-        if step % cfg.diagnostics.eval_every_steps == 0 or step == cfg.optim.steps:
-            self.evaluate()
-        if step % cfg.logging.checkpoint_every_steps == 0 or step == cfg.optim.steps:
-            self.save()
-        self._poll_control()
-
-    def _emit(self, step: int, metrics: dict[str, float], reduce: bool = True) -> None:
-        """One row into the stream, through the rules, to the console and to any in-process listener."""
-        if not metrics:
-            return
-        if reduce:  # every rank reaches this point at the same steps with the same keys
-            metrics = distributed.reduce_metrics(metrics, self.dist)
-        self.logger.log(step, metrics)
-        for alert in self.rules.update({"step": step, **metrics}):
-            self.logger.alert(alert.step, alert.rule, alert.severity, alert.metric, alert.value, alert.message)
-            self._print(f"[{alert.severity}] step {alert.step} {alert.rule}: {alert.message}")
-            if alert.severity == "critical" and self.dist.is_main:
-                # Under DDP rank 0 alone decides (ranks see different batches); the others learn it at the next sync.
-                self._critical_pending = True
-        if self._progress is not None and step % self.cfg.logging.log_every_steps == 0:
-            self._progress.set_postfix_str(format_console_line(step, self.cfg.optim.steps, metrics), refresh=False)
-        elif self._progress is None and not self.quiet and step % self.cfg.logging.log_every_steps == 0:
-            self._print(format_console_line(step, self.cfg.optim.steps, metrics))
-        if self.on_metrics is not None:
-            self.on_metrics(step, metrics)
-
-    def _print(self, text: str) -> None:
-        if not self.dist.is_main or self.quiet:
-            return
-        text = terminal_safe(text)  # alert messages and metric names come from config and rules: no escapes
-        if self._progress is not None:
-            self._progress.write(text)
-        else:
-            print(text, flush=True)
-
-    def _poll_control(self) -> None:
-        """Apply control-file changes (cadences, stop), stop signals and pending critical alerts, the same on every
-        rank: under DDP every CONTROL_SYNC_EVERY steps, so that all ranks stop at the same step."""
-        signalled = self._stop_event is not None and self._stop_event.is_set()
-        if self.dist.enabled:
-            if self.step % CONTROL_SYNC_EVERY:
-                return
-            decided = (self.control.poll() if self.control is not None else None, self._critical_pending)
-            changes, critical = distributed.broadcast_object(decided, self.dist)
-            signalled = distributed.any_rank(signalled, self.dist)  # torchrun signals each rank on its own
-        else:
-            changes, critical = (self.control.poll() if self.control is not None else None), self._critical_pending
-        self.critical_alert = self.critical_alert or critical
-        self.stop_requested = self.stop_requested or signalled
-        if not changes:
-            return
-        cadences = {k: v for k, v in changes.items()
-                    if k.endswith("_every_steps") and getattr(self.cfg.diagnostics, k) != v}
-        if cadences:
-            for key, value in cadences.items():
-                setattr(self.cfg.diagnostics, key, value)
-            self.set_cadences(self.cfg.diagnostics)
-            self.logger.log(self.step, {}, event="cadence", **cadences)
-        if changes.get("stop"):
-            self.stop_requested = True
-
-    def set_cadences(self, cadences: DiagnosticsConfig) -> None:
-        self.cfg.diagnostics = cadences
-        self.instrumentation.set_cadences(cadences)
-
-    def evaluate(self) -> dict[str, float]:
-        if not self.dist.is_main:
-            return {}
-        self.phase = f"evaluating step {self.step}"
-        images, masks = self.last_batch if self.last_batch is not None else (None, None)
-        result = run_evaluation(self.model, self.heldout, self.cfg, self.device, self.step,
-                                self.paths.artifacts if self.cfg.eval.artifacts else None, images, masks,
-                                on_skipped=self._say_on_stderr)
-        self.phase = "training"
-        self._emit(self.step, result, reduce=False)  # rank 0 alone evaluates
-        return result
-
-    def save(self) -> None:
-        if not self.dist.is_main:
-            return
-        self.logger.fsync()  # the stream on disk must cover every step the checkpoint claims
-        state = {"step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                 "instrumentation": self.instrumentation.state_dict(), "config": config_to_dict(self.cfg),
-                 "data": {"skipped_images": self.skipped_images}}
-        save_checkpoint(self.paths.checkpoints, self.step, state)
-        prune_checkpoints(self.paths.checkpoints, keep_last=self.cfg.logging.keep_checkpoints)
-
-    # ----------------------------------------------------------------------------------------------------- loop
-    def run(self, stop_event: threading.Event | None = None, on_metrics: MetricsCallback | None = None,
-            max_steps: int | None = None) -> str:
-        """Train until the configured step count, a stop request, or `max_steps` more steps. Returns the status."""
-        self.on_metrics = on_metrics
-        self._stop_event = stop_event
-        status = run_status.RUNNING
-        try:
-            if self.dist.is_main:
-                set_status(self.paths, run_status.RUNNING, self.step)  # a paused trainer that goes on
-            if self.step == 0:
-                self._emit(0, self.instrumentation.start_metrics())
-                if self.cfg.eval.at_start:
-                    self.evaluate()
-            self._poll_control()  # a stop asked for while data was built (or step 0 evaluated)
-            end = self.cfg.optim.steps if max_steps is None else min(self.cfg.optim.steps, self.step + max_steps)
-            self.phase = "training"
-            while status == run_status.RUNNING:
-                status = self._stop_status()
-                if status == run_status.RUNNING and self.step < end:
-                    self.step_once()
-                    status = self._stop_status()
-                if status == run_status.RUNNING and self.step >= end:
-                    status = run_status.FINISHED if self.step >= self.cfg.optim.steps else run_status.PAUSED
-        except BaseException:
-            self._settle(run_status.CRASHED)
-            raise
-        if status in (run_status.STOPPED, run_status.STOPPED_ON_ALERT, run_status.DIVERGED):
-            return self.end(status)
-        self._settle(status, close=status != run_status.PAUSED)  # finished: its last step already saved
-        return status
-
-    def end(self, status: str = run_status.STOPPED) -> str:
-        """End the run with a final checkpoint, the status in meta.json, every sink closed and the run directory
-        given back: how `run` ends a stop, and how the workbench ends a paused trainer. A failed final
-        checkpoint records `crashed` and raises."""
-        try:
-            self.save()
-        except BaseException:
-            self._settle(run_status.CRASHED)
-            raise
-        self._settle(status)
-        return status
-
-    def _settle(self, status: str, close: bool = True) -> None:
-        self.phase = status
-        try:
-            if self.dist.is_main:
-                set_status(self.paths, status, self.last_step)
-        finally:
-            if close:
-                self.close()
-
-    @property
-    def last_step(self) -> int:
-        """The run's last step: the one whose update was refused for a diverged run, else the trainer's step."""
-        return self.step + 1 if self.diverged else self.step
-
-    def _stop_status(self) -> str:
-        """Why the loop must end now (one of the status words), or "running"."""
-        if self.diverged:
-            return run_status.DIVERGED
-        if self.critical_alert and self.cfg.rules.stop_on_critical:
-            self._print(f"stopping at step {self.step}: critical alert and rules.stop_on_critical")
-            return run_status.STOPPED_ON_ALERT
-        if self.stop_requested:
-            why = getattr(self._stop_event, "signal_name", None) if self._stop_event is not None else None
-            self._print(f"stopping at step {self.step}" + (f" on {why}" if why else "") + ": final checkpoint")
-            return run_status.STOPPED
-        return run_status.RUNNING
-
-    def close(self) -> None:
-        """Stop the data workers and any trace, close every sink, then give the run directory back (the lock is
-        the last thing this trainer holds)."""
-        self.feed.close()
-        if self.profiler is not None:
-            self.profiler.close(self.last_step)
-        if self._progress is not None:
-            self._progress.close()
-            self._progress = None
-        try:
-            self.logger.close()
-        finally:
-            if self.lock is not None:
-                self.lock.release()
-                self.lock = None
+            cfg = config_from_args(args)
+            profile = parse_profile_steps(args.profile_steps) if args.profile_steps else None
+            if args.until is not None and args.until < 1:
+                raise ConfigError(f"--until must be a step of 1 or more, got {args.until}")
+            distributed.init_if_needed(cfg.runtime.device)
+            trainer = Trainer(cfg, run_dir=args.resume, resume=args.resume is not None, quiet=args.quiet,
+                              profile_steps=profile)
+        except (ConfigError, DataError, CheckpointError, FileExistsError, RunLockedError) as exc:
+            print(f"error: {terminal_safe(str(exc))}", file=sys.stderr)
+            return 2
+        max_steps = None if args.until is None else max(0, args.until - trainer.step)
+        status = trainer.run(stop_event=stop, max_steps=max_steps)
+        if status == run_status.PAUSED:  # reached --until before the configured end
+            status = trainer.end(run_status.STOPPED)
+    if trainer.dist.is_main and not args.quiet:
+        kept = f" (last finite state: step {trainer.step})" if status == run_status.DIVERGED else ""
+        print(terminal_safe(f"{status} at step {trainer.last_step}{kept}: {trainer.paths.root}"))
+    distributed.shutdown()
+    return 0 if status in run_status.EXIT_OK else 1
 
 
-# --------------------------------------------------------------------------------------------------------- CLI
-
-
-if __name__ == "__main__":  # `python -m jepa_core.train`, `torchrun -m jepa_core.train`: the CLI lives beside
-    from jepa_core.train_cli import main
-
+if __name__ == "__main__":
     sys.exit(main())

@@ -12,7 +12,7 @@ def _():
 
     import marimo as mo
 
-    from jepa_core import charts, runs
+    from jepa_core.workbench import charts, runs
     from jepa_core.workbench.live import LiveRun
     from jepa_core.workbench.markup import md_text, problems_markdown
 

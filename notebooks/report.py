@@ -11,7 +11,7 @@ def _():
 
     import marimo as mo
 
-    from jepa_core import charts, runs
+    from jepa_core.workbench import charts, runs
     from jepa_core.workbench.markup import problems_markdown, summary_markdown
 
     return charts, mo, os, problems_markdown, runs, summary_markdown, sys

@@ -10,7 +10,7 @@ def _():
 
     import marimo as mo
 
-    from jepa_core import charts
+    from jepa_core.workbench import charts
     from jepa_core.config import CADENCE_KEYS, preset
     from jepa_core.workbench.markup import md_text
     from jepa_core.workbench.panel import session_panel_html

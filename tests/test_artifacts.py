@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-from jepa_core.artifacts import (
+from jepa_core.metrics.artifacts import (
     CONTEXT_RGB,
     LEAK_RGB,
     TARGET_RGB,

@@ -25,9 +25,9 @@ from browser_util import (CHROMIUM, CHROMIUM_ARGS, REPO, XSS, default_marimo_env
                           write_synthetic_run)
 from playwright import sync_api as playwright_api  # installed by the dev extra
 
-from jepa_core import report
+from jepa_core.workbench import report
 from jepa_core.run.lock import lock_holder
-from jepa_core.stream import iter_rows
+from jepa_core.metrics.stream import iter_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SCREENSHOTS = REPO / "data" / "screenshots"

@@ -1,4 +1,4 @@
-"""Data shaping and chart builders of jepa_core.charts: smoothing, bucketing, bounded chart data, escaping."""
+"""Data shaping and chart builders of jepa_core.workbench.charts: smoothing, bucketing, bounded chart data, escaping."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jepa_core import charts
+from jepa_core.workbench import charts
 from browser_util import XSS
 
 

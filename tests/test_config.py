@@ -1,12 +1,13 @@
 import pytest
 
-from jepa_core.config import (CADENCE_KEYS, Config, ConfigError, apply_overrides, config_to_toml, load_config, preset,
-                              save_config, validate)
+from jepa_core.config import (CADENCE_KEYS, Config, ConfigError, apply_overrides, config_to_toml, load_config, preset, save_config)
+
+from jepa_core.run.validation import validate_config
 
 
 def test_presets_validate():
     for name in ("tiny", "small", "base"):
-        validate(preset(name))
+        validate_config(preset(name))
     assert preset("tiny").diagnostics.covariance_every_steps < preset("small").diagnostics.covariance_every_steps
 
 
@@ -73,21 +74,21 @@ BAD_VALUES = [
 @pytest.mark.parametrize("override, key", BAD_VALUES)
 def test_bad_value_names_the_key(override, key):
     with pytest.raises(ConfigError) as info:
-        validate(apply_overrides(preset("tiny"), [override]))
+        validate_config(apply_overrides(preset("tiny"), [override]))
     assert key in str(info.value)
 
 
 def test_mask_config_that_cannot_fit_names_masks_key():
     # Eight targets of up to 70% of the grid leave no context on an 8x8 grid.
     with pytest.raises(ConfigError) as info:
-        validate(apply_overrides(preset("tiny"), ["masks.num_targets=8", "masks.target_scale=[0.6, 0.7]"]))
+        validate_config(apply_overrides(preset("tiny"), ["masks.num_targets=8", "masks.target_scale=[0.6, 0.7]"]))
     assert "masks." in str(info.value)
 
 
 def test_every_cadence_key_rejects_zero():
     for key in CADENCE_KEYS:
         with pytest.raises(ConfigError, match=f"diagnostics.{key}"):
-            validate(apply_overrides(preset("tiny"), [f"diagnostics.{key}=0"]))
+            validate_config(apply_overrides(preset("tiny"), [f"diagnostics.{key}=0"]))
 
 
 def test_missing_and_malformed_files(tmp_path):
@@ -144,13 +145,13 @@ def test_pipeline_defaults_are_ijepa_and_leave_the_tiny_preset_unchanged():
 
 def test_a_falling_ema_schedule_is_refused_before_any_work():
     with pytest.raises(ConfigError, match=r"ema.start .* must not exceed ema.end"):
-        validate(apply_overrides(preset("tiny"), ["ema.start=1.0", "ema.end=0.99"]))
+        validate_config(apply_overrides(preset("tiny"), ["ema.start=1.0", "ema.end=0.99"]))
 
 
 def test_keep_checkpoints_zero_keeps_all_and_negative_is_refused():
-    assert validate(apply_overrides(preset("tiny"), ["logging.keep_checkpoints=0"])).logging.keep_checkpoints == 0
+    assert validate_config(apply_overrides(preset("tiny"), ["logging.keep_checkpoints=0"])).logging.keep_checkpoints == 0
     with pytest.raises(ConfigError, match="logging.keep_checkpoints"):
-        validate(apply_overrides(preset("tiny"), ["logging.keep_checkpoints=-1"]))
+        validate_config(apply_overrides(preset("tiny"), ["logging.keep_checkpoints=-1"]))
 
 
 def test_a_run_written_with_retired_rule_thresholds_still_loads(tmp_path):

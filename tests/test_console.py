@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from jepa_core.console import format_console_line, format_duration
+from jepa_core.common.console import format_console_line, format_duration
 
 
 @pytest.mark.parametrize("seconds, text", [(0, "0s"), (42.4, "42s"), (140, "2m20s"), (3600 + 5 * 60, "1h05m"),

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from jepa_core.config import DiagnosticsConfig
-from jepa_core.control import ControlError, ControlWatcher, cadence_keys, control_path, read_control, write_control
+from jepa_core.run.control import ControlError, ControlWatcher, cadence_keys, control_path, read_control, write_control
 
 
 def test_cadence_keys_come_from_the_config_dataclass():
@@ -58,7 +58,7 @@ def test_watcher_keeps_previous_values_on_hand_edited_bad_file(tmp_path, caplog)
     write_control(tmp_path, mask_check_every_steps=4)
     assert watcher.poll() == {"mask_check_every_steps": 4}
     path = control_path(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="jepa_core.control"):
+    with caplog.at_level(logging.WARNING, logger="jepa_core.run.control"):
         path.write_text('{"mask_check_every_steps": 0}')
         os.utime(path, ns=(1, 1))  # make sure the change is visible even on coarse mtime filesystems
         assert watcher.poll() is None

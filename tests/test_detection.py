@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from jepa_core.checkpoint import latest_checkpoint, load_checkpoint
+from jepa_core.run.checkpoint import latest_checkpoint, load_checkpoint
 from jepa_core.config import apply_overrides, preset
-from jepa_core.stream import iter_rows
-from jepa_core.train import Trainer
+from jepa_core.metrics.stream import iter_rows
+from jepa_core.run.trainer import Trainer
 
 REPO = Path(__file__).resolve().parent.parent
 FAULT_STEP = 4  # 0-based update index where every fault below begins: logged steps 1..4 are healthy

@@ -11,8 +11,8 @@ import pytest
 
 from benchmark_util import load_benchmark
 from jepa_core.config import FaultsConfig, apply_overrides, load_config, preset
-from jepa_core.rules import Alert
-from jepa_core.stream import iter_rows
+from jepa_core.alerts.base import Alert
+from jepa_core.metrics.stream import iter_rows
 from test_detection import SMALL
 
 LIBRARY = load_benchmark("library")

@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from jepa_core import diagnostics as dx
+from jepa_core.method.runtime import eta_seconds
+from jepa_core.metrics import diagnostics as dx
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -248,8 +249,8 @@ def test_runtime_helpers() -> None:
     system = dx.system_stats()
     assert set(system) == {"system/cpu_percent", "system/ram_gb"}
     assert system["system/ram_gb"] > 0
-    assert dx.eta_seconds(10, 100, 0.5) == pytest.approx(45.0)
-    assert dx.eta_seconds(100, 100, 0.5) == 0.0
+    assert eta_seconds(10, 100, 0.5) == pytest.approx(45.0)
+    assert eta_seconds(100, 100, 0.5) == 0.0
 
 
 def test_to_floats_keeps_order_and_converts_ints() -> None:

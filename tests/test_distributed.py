@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from jepa_core.stream import read_metrics
+from jepa_core.metrics.reader import read_metrics
 
 
 @pytest.mark.slow

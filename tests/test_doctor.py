@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from jepa_core.cli import EXIT_BROKEN_PIPE, exit_quietly_on_broken_pipe
-from jepa_core.console import terminal_safe
-from jepa_core.doctor import DoctorReport, UnreadableRunError, diagnose, doctor_main, format_report
-from jepa_core.rules import RulesConfig
-from jepa_core.stream import encode_row
+from jepa_core.common.console import EXIT_BROKEN_PIPE, exit_quietly_on_broken_pipe
+from jepa_core.common.console import terminal_safe
+from jepa_core.workbench.doctor import DoctorReport, UnreadableRunError, diagnose, doctor_main, format_report
+from jepa_core.config import RulesConfig
+from jepa_core.metrics.stream import encode_row
 
 
 def healthy_rows(seed: int = 0, steps: int = 200, mutate: Callable[[int, dict], None] | None = None) -> list[dict]:

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from jepa_core.ema import ema_momentum, ema_update_
+from jepa_core.method.ema import ema_momentum, ema_update_
 
 
 def pair() -> tuple[nn.Module, nn.Module]:

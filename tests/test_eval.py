@@ -2,8 +2,8 @@ import pytest
 import torch
 from torch import nn
 
-from jepa_core.eval import evaluate, extract_features, knn_accuracy, linear_probe
-from jepa_core.model import VisionTransformer
+from jepa_core.method.probes import evaluate, extract_features, knn_accuracy, linear_probe
+from jepa_core.method.model import VisionTransformer
 
 
 def blobs(n_per_class: int, num_classes: int = 4, dim: int = 16, spread: float = 0.3, seed: int = 0):
@@ -121,8 +121,8 @@ def test_evaluation_streams_a_held_out_source_through_the_pipeline(tmp_path):
     from jepa_core.config import apply_overrides, preset
     from jepa_core.data import EvalTransform, open_npz
     from jepa_core.data.base import normalize_images
-    from jepa_core.evaluation import run_evaluation
-    from jepa_core.model import JEPA
+    from jepa_core.run.evaluation import run_evaluation
+    from jepa_core.method.model import JEPA
 
     rng = np.random.default_rng(0)
     labels = np.arange(300) % 3

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from jepa_core.config import DiagnosticsConfig
-from jepa_core.ema import ema_update_
-from jepa_core.instrument import CADENCE_KEYS, Instrumentation
-from jepa_core.model import JEPA
+from jepa_core.method.ema import ema_update_
+from jepa_core.metrics.instrument import CADENCE_KEYS, Instrumentation
+from jepa_core.method.model import JEPA
 
 B, K, NT, NC = 4, 2, 3, 8  # batch, target blocks, tokens per block, context tokens
 
@@ -192,8 +192,8 @@ def test_state_round_trip_and_initial_weights() -> None:
 
 
 def test_with_the_real_training_step() -> None:
-    from jepa_core import step as step_mod
-    from jepa_core.masks import MaskSampler
+    from jepa_core.method import step as step_mod
+    from jepa_core.method.masks import MaskSampler
 
     model = tiny_jepa()
     online = step_mod.OnlineNetwork(model)

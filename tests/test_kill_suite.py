@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jepa_core.stream import iter_rows
+from jepa_core.metrics.stream import iter_rows
 from test_signals import launch
 
 KILLS = 21

@@ -1,4 +1,4 @@
-"""Tests for jepa_core.masks: no context/target overlap, no position bias, validation, fault injection.
+"""Tests for jepa_core.method.masks: no context/target overlap, no position bias, validation, fault injection.
 
 Tolerances (stated once, used below): with corners sampled uniformly, each corner/cell count is binomial.
 Tests use fixed seeds and enough samples that the stated relative tolerance is at least ~5 standard deviations
@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from jepa_core.masks import (
+from jepa_core.method.masks import (
     MaskBatch, MaskConfigError, MaskSampler, MaskSamplingError, cell_coverage, check_mask_config, leak_targets,
     membership, overlap_fraction, subsample_sorted,
 )

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from jepa_core.model import (
+from jepa_core.method.model import (
     JEPA,
     Predictor,
     VisionTransformer,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jepa_core import report
+from jepa_core.workbench import report
 from jepa_core.config import preset
 from browser_util import REPO, XSS, write_synthetic_run
 

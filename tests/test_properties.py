@@ -23,11 +23,13 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from jepa_core.config import (Config, ConfigError, _toml_value, apply_overrides, config_to_toml, load_config,
-                              preset, validate)
-from jepa_core.masks import MaskConfigError, MaskSampler, block_size, check_mask_config
-from jepa_core.reader import read_metrics
-from jepa_core.stream import TEXT_FIELDS, JsonlWriter, decode_row, encode_row, iter_rows
+from jepa_core.config import Config, ConfigError, apply_overrides, config_to_toml, load_config, preset
+from jepa_core.config.files import _toml_value
+
+from jepa_core.run.validation import validate_config
+from jepa_core.method.masks import MaskConfigError, MaskSampler, block_size, check_mask_config
+from jepa_core.metrics.reader import read_metrics
+from jepa_core.metrics.stream import TEXT_FIELDS, JsonlWriter, decode_row, encode_row, iter_rows
 
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SOME = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -122,9 +124,9 @@ def names_a_key(message: str) -> bool:
 
 
 def validated_or_config_error(cfg: Config) -> None:
-    """validate() either passes or raises a ConfigError naming a key; any other exception fails the test."""
+    """validate_config() either passes or raises a ConfigError naming a key; any other exception fails the test."""
     try:
-        validate(cfg)
+        validate_config(cfg)
     except ConfigError as exc:
         assert names_a_key(str(exc)), str(exc)
 
@@ -388,7 +390,7 @@ def test_set_text_that_is_not_unicode_is_rejected_naming_the_key() -> None:
     cfg = preset("tiny")
     cfg.data.path = "/data/\udcff"
     with pytest.raises(ConfigError, match=r"data.path .* is not valid Unicode text"):
-        validate(cfg)
+        validate_config(cfg)
 
 
 def test_set_value_followed_by_more_toml_is_rejected() -> None:

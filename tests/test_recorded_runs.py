@@ -16,8 +16,8 @@ import pytest
 
 from benchmark_util import load_benchmark
 from jepa_core.config import apply_overrides, config_to_dict, load_config, preset
-from jepa_core.doctor import EXIT_ALERTS, EXIT_HEALTHY, doctor_main
-from jepa_core.stream import read_metrics
+from jepa_core.workbench.doctor import EXIT_ALERTS, EXIT_HEALTHY, doctor_main
+from jepa_core.metrics.reader import read_metrics
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = REPO / "data" / "runs"

@@ -8,8 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from jepa_core.detectors import EpisodeGate, OneSidedCusum, RobustBaseline, TrendBreak
-from jepa_core.rules import Alert, Rule, RuleEngine, RulesConfig, build_rules, evaluate_rows
+from jepa_core.alerts.detectors import EpisodeGate, OneSidedCusum, RobustBaseline, TrendBreak
+from jepa_core.alerts.base import Alert, Rule
+from jepa_core.alerts.engine import RuleEngine, build_rules, evaluate_rows
+from jepa_core.config import RulesConfig
 
 STEPS = 300
 BASIC, REPR, COV, DIST = 5, 5, 10, 10  # tiny preset cadences

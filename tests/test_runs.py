@@ -1,4 +1,4 @@
-"""Run discovery, summaries, live following and launch helpers of jepa_core.runs."""
+"""Run discovery, summaries, live following and launch helpers of jepa_core.workbench.runs."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jepa_core import runs
-from jepa_core.console import format_duration
+from jepa_core.workbench import runs
+from jepa_core.common.console import format_duration
 from jepa_core.run import status as words
 from jepa_core.run.lock import RunLock
 from jepa_core.workbench.detached import launch_detached
@@ -206,7 +206,7 @@ def test_run_argument_keeps_values_with_spaces_and_equals_signs() -> None:
 
 @pytest.mark.slow
 def test_launch_detached_trains_and_stops_through_the_control_file(tmp_path: Path) -> None:
-    from jepa_core.control import write_control
+    from jepa_core.run.control import write_control
     from jepa_core.workbench.plan import form_overrides
 
     overrides = form_overrides({"optim.batch_size": 16, "optim.steps": 400, "eval.at_start": False,

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from jepa_core import runtime
+from jepa_core.method import runtime
 from jepa_core.config import ConfigError, apply_overrides, preset
-from jepa_core.runtime import CompileWarmup, PhaseTimer, parse_profile_steps, phase_metrics
-from jepa_core.stream import read_metrics
-from jepa_core.train import Trainer
-from jepa_core.train_cli import main
+from jepa_core.method.runtime import CompileWarmup, PhaseTimer, parse_profile_steps, phase_metrics
+from jepa_core.metrics.reader import read_metrics
+from jepa_core.run.trainer import Trainer
+from jepa_core.train import main
 
 FAST = ["optim.steps=6", "optim.batch_size=16", "optim.warmup_steps=2", "data.num_train=128", "data.num_heldout=64",
         "eval.probe_epochs=5", "eval.at_start=false", "diagnostics.eval_every_steps=100", "logging.tensorboard=false",

@@ -1,6 +1,6 @@
 import pytest
 
-from jepa_core.schedules import cosine_schedule, warmup_cosine
+from jepa_core.method.schedules import cosine_schedule, warmup_cosine
 
 
 def test_warmup_cosine_endpoints_and_continuity():

@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 import pytest
 
 from jepa_core.run import status as words
-from jepa_core.stream import iter_rows
+from jepa_core.metrics.stream import iter_rows
 from jepa_core.workbench.plan import Plan, plan_from_form
 from jepa_core.workbench.session import IDLE, SessionView, TrainingSession
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jepa_core.checkpoint import find_resume_checkpoint
-from jepa_core.stream import iter_rows
+from jepa_core.run.checkpoint import find_resume_checkpoint
+from jepa_core.metrics.stream import iter_rows
 
 # Endless from the test's point of view: it is always signalled long before optim.steps.
 ENDLESS = ["optim.steps=100000", "optim.warmup_steps=5", "optim.batch_size=16", "data.num_train=256",

@@ -11,7 +11,7 @@ import types
 import pytest
 import torch
 
-from jepa_core.sinks import (
+from jepa_core.metrics.sinks import (
     JsonlSink,
     MetricLogger,
     MetricSinkError,
@@ -20,7 +20,7 @@ from jepa_core.sinks import (
     WandbSink,
     make_run_logger,
 )
-from jepa_core.stream import read_metrics
+from jepa_core.metrics.reader import read_metrics
 
 
 class FakeClock:
@@ -116,7 +116,7 @@ def test_broken_mirror_keeps_training_and_warns_rate_limited(tmp_path, caplog):
     broken = BrokenSink()
     path = tmp_path / "metrics.jsonl"
     logger = MetricLogger([JsonlSink(path, attempt=1), broken], warn_every_seconds=10.0, clock=clock)
-    with caplog.at_level(logging.WARNING, logger="jepa_core.sinks"):
+    with caplog.at_level(logging.WARNING, logger="jepa_core.metrics.sinks"):
         for step in range(5):  # all within one window
             logger.log(step, {"loss": 1.0})
         clock.now = 11.0

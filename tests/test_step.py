@@ -4,9 +4,9 @@ import copy
 
 import torch
 
-from jepa_core.masks import MaskSampler
-from jepa_core.model import JEPA
-from jepa_core.step import OnlineNetwork, StepSettings, build_optimizer, train_step
+from jepa_core.method.masks import MaskSampler
+from jepa_core.method.model import JEPA
+from jepa_core.method.step import OnlineNetwork, StepSettings, build_optimizer, train_step
 
 
 def one_step(model: JEPA, settings: StepSettings, poison: bool = False):

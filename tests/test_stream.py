@@ -11,15 +11,11 @@ import pandas as pd
 import pytest
 import torch
 
-from jepa_core.stream import (
-    JsonlWriter,
-    MetricsFollower,
-    apply_resume_purge,
-    decode_row,
-    encode_row,
-    iter_rows,
-    read_metrics,
-)
+from jepa_core.metrics.stream import JsonlWriter, apply_resume_purge, decode_row, encode_row, iter_rows
+
+from jepa_core.metrics.follower import MetricsFollower
+
+from jepa_core.metrics.reader import read_metrics
 
 
 def _reject_constant(token: str) -> float:
@@ -402,20 +398,3 @@ def test_read_memory_stays_near_the_frame(tmp_path):
     frame_bytes = int(table.scalars.memory_usage(deep=False).sum())
     assert path.stat().st_size > 2 * frame_bytes  # the text alone would not fit the bound below
     assert peak < 1.5 * frame_bytes + 8 * 256 * 1024
-
-
-def test_reader_modules_import_on_their_own_and_are_re_exported():
-    import subprocess
-    import sys
-
-    import jepa_core.follower
-    import jepa_core.reader
-    import jepa_core.stream
-
-    for module in ("jepa_core.reader", "jepa_core.follower"):
-        subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
-    assert jepa_core.stream.read_metrics is jepa_core.reader.read_metrics
-    assert jepa_core.stream.MetricsTable is jepa_core.reader.MetricsTable
-    assert jepa_core.stream.MetricsFollower is jepa_core.follower.MetricsFollower
-    with pytest.raises(AttributeError, match="no_such_name"):
-        getattr(jepa_core.stream, "no_such_name")

@@ -12,13 +12,13 @@ from collections import Counter
 import pytest
 import torch
 
-from jepa_core import diagnostics as dx
-from jepa_core.checkpoint import find_resume_checkpoint, save_checkpoint, verify_checkpoint
+from jepa_core.metrics import diagnostics as dx
+from jepa_core.run.checkpoint import find_resume_checkpoint, save_checkpoint, verify_checkpoint
 from jepa_core.run.lock import RunLock, RunLockedError, lock_holder
-from jepa_core.rundir import load_run_config
-from jepa_core.stream import iter_rows
-from jepa_core.train import Trainer
-from jepa_core.train_cli import main
+from jepa_core.run.rundir import load_run_config
+from jepa_core.metrics.stream import iter_rows
+from jepa_core.run.trainer import Trainer
+from jepa_core.train import main
 from test_train import deterministic_rows, fast_config
 
 
@@ -79,7 +79,7 @@ def test_rank_diagnostics_read_nan_instead_of_raising(values):
 
 
 def test_a_diagnostic_group_that_raises_is_skipped_and_logged(tmp_path, monkeypatch):
-    from jepa_core import instrument
+    from jepa_core.metrics import instrument
 
     def broken(inst, ctx):
         raise torch.linalg.LinAlgError("linalg.eigh: failed to converge")
@@ -224,7 +224,7 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_from_step_zero(tmp_pat
 
 
 def test_step_n_leaves_meta_paused_and_a_later_stop_records_stopped(tmp_path):
-    from jepa_core.control import write_control
+    from jepa_core.run.control import write_control
 
     trainer = Trainer(fast_config(tmp_path), run_dir=tmp_path / "r", quiet=True)
     assert trainer.run(max_steps=3) == "paused"
@@ -242,7 +242,7 @@ def test_step_n_leaves_meta_paused_and_a_later_stop_records_stopped(tmp_path):
 def test_a_stop_left_for_an_earlier_attempt_is_cleared_but_one_asked_during_start_up_is_kept(tmp_path):
     import time
 
-    from jepa_core.control import write_control
+    from jepa_core.run.control import write_control
 
     first = Trainer(fast_config(tmp_path), run_dir=tmp_path / "r", quiet=True)
     assert first.run(max_steps=6) == "paused"

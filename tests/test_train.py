@@ -6,12 +6,12 @@ import sys
 import pytest
 import torch
 
-from jepa_core import checkpoint as ckpt_mod
-from jepa_core.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from jepa_core.run import checkpoint as ckpt_mod
+from jepa_core.run.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from jepa_core.config import apply_overrides, preset
-from jepa_core.stream import read_metrics
-from jepa_core.train import Trainer
-from jepa_core.train_cli import main
+from jepa_core.metrics.reader import read_metrics
+from jepa_core.run.trainer import Trainer
+from jepa_core.train import main
 
 # A few seconds of training: small batch, small data, every diagnostic due often.
 FAST = [
@@ -41,7 +41,7 @@ def test_resume_reproduces_uninterrupted_run(tmp_path):
     first = Trainer(fast_config(tmp_path), run_dir=tmp_path / "resumed", quiet=True)
     assert first.run(max_steps=6) == "paused"
     first.close()
-    from jepa_core.rundir import load_run_config
+    from jepa_core.run.rundir import load_run_config
 
     second = Trainer(load_run_config(tmp_path / "resumed"), run_dir=tmp_path / "resumed", resume=True, quiet=True)
     assert second.step == 6
@@ -138,7 +138,7 @@ def test_jepa_console_script_trains_and_writes_run_dir(tmp_path):
 
 
 def test_cadence_change_applies_from_next_step_and_is_logged(tmp_path):
-    from jepa_core.control import write_control
+    from jepa_core.run.control import write_control
 
     cfg = fast_config(tmp_path, "diagnostics.covariance_every_steps=100", "diagnostics.eval_every_steps=100")
     trainer = Trainer(cfg, run_dir=tmp_path / "live", quiet=True)

@@ -13,15 +13,17 @@ import pytest
 import torch
 from PIL import Image
 
-from jepa_core.config import Config, ConfigError, apply_overrides, load_config, preset, validate
+from jepa_core.config import Config, ConfigError, apply_overrides, load_config, preset
+
+from jepa_core.run.validation import validate_config
 from jepa_core.data import make_shapes
-from jepa_core.evaluation import run_evaluation
-from jepa_core.model import JEPA
-from jepa_core.train_cli import main as train_main
+from jepa_core.run.evaluation import run_evaluation
+from jepa_core.method.model import JEPA
+from jepa_core.train import main as train_main
 
 
 def check(*overrides: str) -> Config:
-    return validate(apply_overrides(preset("tiny"), list(overrides)))
+    return validate_config(apply_overrides(preset("tiny"), list(overrides)))
 
 
 # ------------------------------------------------------------------------------------------- non-finite floats
@@ -53,7 +55,7 @@ def float_fields(cfg: Config) -> list[tuple[str, str, bool]]:
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_every_float_field_rejects_non_finite_set_in_python(bad: float) -> None:
-    # A notebook sets fields directly, bypassing the TOML coercion: validate() must catch it for every key.
+    # A notebook sets fields directly, bypassing the TOML coercion: validate_config() must catch it for every key.
     fields = float_fields(preset("tiny"))
     assert len(fields) > 40  # the model, data, masks, optim, ema, faults and rules floats
     for section, key, is_list in fields:
@@ -61,7 +63,7 @@ def test_every_float_field_rejects_non_finite_set_in_python(bad: float) -> None:
         value = getattr(getattr(cfg, section), key)
         setattr(getattr(cfg, section), key, [value[0], bad] if is_list else bad)
         with pytest.raises(ConfigError, match=rf"^{section}\.{key}\b"):
-            validate(cfg)
+            validate_config(cfg)
 
 
 def test_non_finite_in_toml_file_rejected(tmp_path: Path) -> None:
@@ -166,14 +168,14 @@ def test_bad_run_name_rejected(name: str) -> None:
     cfg = preset("tiny")
     cfg.logging.name = name
     with pytest.raises(ConfigError, match=r"logging.name .* at most 100 ASCII letters, digits, '.', '_' and '-'"):
-        validate(cfg)
+        validate_config(cfg)
 
 
 @pytest.mark.parametrize("name", ["", "A", "run-1.2_b", "x" * 100, "2024.01.01"])
 def test_good_run_name_accepted(name: str) -> None:
     cfg = preset("tiny")
     cfg.logging.name = name
-    assert validate(cfg).logging.name == name
+    assert validate_config(cfg).logging.name == name
 
 
 # ---------------------------------------------------------------------------------------------- through the CLI

@@ -14,7 +14,7 @@ import torch
 from PIL import Image
 
 from jepa_core.config import ConfigError, apply_overrides, preset
-from jepa_core.masks import MaskBatch
+from jepa_core.method.masks import MaskBatch
 from jepa_core.run.lock import RunLock
 from jepa_core.workbench import detached, markup
 from jepa_core.workbench.panel import latest_mask_artifact, mask_overlay_png, progress_html, session_panel_html

@@ -20,7 +20,7 @@ from torch.utils.data import Dataset as TorchDataset
 from jepa_core.data.base import DataError, ImageDataset, ImageSource, UnreadableImage
 from jepa_core.data.seeds import mask_generator, sample_rng
 from jepa_core.data.transforms import DECODE_ERRORS, EvalTransform, TrainTransform
-from jepa_core.masks import MaskBatch, MaskSampler, leak_targets
+from jepa_core.method.masks import MaskBatch, MaskSampler, leak_targets
 
 MAX_SUBSTITUTES = 16  # an unreadable image is replaced by the next one in the dataset; this many in a row is fatal
 Skipped = list[tuple[str, str]]  # (which image, why) for each image that could not be read

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jepa_core.data.base import HELDOUT_SEED_OFFSET, DataError, ImageDataset, ImageSource, split_dataset
+from jepa_core.data.base import (
+    HELDOUT_SEED_OFFSET,
+    DataError,
+    ImageDataset,
+    ImageSource,
+    split_dataset,
+)
 from jepa_core.data.batches import TrainBatches, TrainPlan
 from jepa_core.data.folder import open_image_folder
 from jepa_core.data.loader import TrainFeed
 from jepa_core.data.npz import open_npz
 from jepa_core.data.shapes import make_shapes
 from jepa_core.data.transforms import EvalTransform, TrainTransform
-from jepa_core.masks import MaskSampler
+from jepa_core.method.masks import MaskSampler
 
 if TYPE_CHECKING:
     from jepa_core.config import Config

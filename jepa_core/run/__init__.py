@@ -1,5 +1,10 @@
-"""The run machinery: what a run directory is and who may write it (status vocabulary, writer lock, signals).
+"""The run machinery: a training run from start to stop, and the directory it lives in.
 
-This layer sits above the method (model, masks, EMA, step) and below the metric stream, early warning and the
-workbench. It may import the method and the standard library; nothing here imports the stream, rules or notebooks.
+Owns: `trainer` (the `Trainer` loop: data, step, EMA, instrumentation, rules, checkpoints, signals), `checkpoint`,
+`distributed` (DDP), `control` (live cadence changes through control.json), `rundir` (creating and resuming a run
+directory), `lock` (one writer per run), `signals` (SIGTERM/SIGINT to a clean stop), `status` (the status words and
+reading them back), `evaluation` (the periodic kNN/probe evaluation of a run) and `validation` (every config check
+that needs the data, masks or model, run before any work starts).
+May import: `jepa_core.common`, `config`, `method`, `data`, `metrics`, `alerts`. The workbench and the entry points
+(`jepa_core.cli`, `.train`, `.check`) sit above it.
 """

@@ -1,6 +1,9 @@
 """The workbench behind the notebooks: what `notebooks/train.py` and `notebooks/monitor.py` drive, in plain modules.
 
-It owns:
+Owns:
+- `runs`: discovering run directories and reading one (config, status, summary), as the notebooks show them;
+- `charts`: the Altair charts of the early-warning signals; `report`: the read-only HTML report;
+- `doctor`: a run's health verdict and alerts (`jepa doctor`), the rules replayed over its stream;
 - `session`: `TrainingSession`, the train notebook's state machine (start an in-process trainer on a thread, Step N,
   Stop, launch a detached `jepa train`, list running runs and reattach, follow, live cadence changes, progress and
   phase, the current action's message, a consistent batch for the mask overlay);
@@ -10,6 +13,6 @@ It owns:
 - `markup`: the one escaper for text put into `mo.md` (markdown and HTML), and the report header in markdown;
 - `panel`: the progress panel's HTML and the mask overlay picture.
 
-It may import the rest of `jepa_core` (config, train, control, follower, stream, rundir, run, runs, charts, artifacts)
-and the standard library; nothing in `jepa_core` outside this package imports it. Notebooks only wire widgets to it.
+May import: every layer below it (common, config, method, data, metrics, alerts, run). Only the entry points
+(`jepa_core.cli`) import it. Notebooks only wire widgets to it.
 """

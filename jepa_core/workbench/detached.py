@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from jepa_core.control import read_control, write_control
+from jepa_core.run.control import read_control, write_control
 from jepa_core.run.lock import lock_holder
 
 LOG_DIR = ".logs"  # under runs_dir; a dot-folder, so run discovery skips it

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from jepa_core.run.status import LIVE
-from jepa_core.runs import run_info
+from jepa_core.workbench.runs import run_info
 
 _ALERT_COLUMNS = ("step", "attempt", "rule", "severity", "metric", "value", "message")
 
@@ -33,13 +33,13 @@ class LiveTable:
 class LiveRun:
     """One run for the monitor and the workbench: an ended run is read once; a live one is followed.
 
-    Following reads only the bytes appended since the last poll (jepa_core.follower.MetricsFollower), appends them
+    Following reads only the bytes appended since the last poll (jepa_core.metrics.follower.MetricsFollower), appends them
     to the frames, and re-applies the resume purge when a newer attempt starts.
     """
 
     def __init__(self, path: str | Path) -> None:
-        from jepa_core.follower import MetricsFollower
-        from jepa_core.stream import read_metrics
+        from jepa_core.metrics.follower import MetricsFollower
+        from jepa_core.metrics.reader import read_metrics
 
         self.path = Path(path)
         self.metrics_path = self.path / "metrics.jsonl"
@@ -59,7 +59,7 @@ class LiveRun:
 
     def poll(self) -> bool:
         """Read what was appended since the last poll; True when the table changed."""
-        from jepa_core.stream import apply_resume_purge
+        from jepa_core.metrics.stream import apply_resume_purge
 
         if self.follower is None:
             return False

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jepa_core.console import format_duration
-from jepa_core.runs import RunSummary, config_summary
+from jepa_core.common.console import format_duration
+from jepa_core.workbench.runs import RunSummary, config_summary
 
 # Markdown, HTML and marimo-extension syntax characters. Letters, digits and spaces are never special.
 _SPECIAL = frozenset("\\`*_{}[]()#+-.!|~<>&\"'$^=:%@")

@@ -6,11 +6,11 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jepa_core.charts import safe_text
-from jepa_core.console import format_duration
+from jepa_core.common.console import format_duration
+from jepa_core.workbench.charts import safe_text
 
 if TYPE_CHECKING:
-    from jepa_core.workbench.session import SessionView
+    from jepa_core.workbench.view import SessionView
 
 
 def progress_html(step: int, total: int, eta_seconds: float | None, status: str, phase: str = "") -> str:
@@ -45,7 +45,7 @@ def mask_overlay_png(batch: tuple[Any, Any], patch_size: int, count: int = 4) ->
     pair read in one go from `Trainer.last_batch`, so the masks belong to those images."""
     from PIL import Image
 
-    from jepa_core.artifacts import mask_overlay_grid
+    from jepa_core.metrics.artifacts import mask_overlay_grid
 
     images, masks = batch
     grid = mask_overlay_grid(images, masks.context_idx, masks.target_idx, int(patch_size), max_images=count)

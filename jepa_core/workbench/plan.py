@@ -7,7 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from jepa_core.config import Config, apply_overrides, preset, validate
+from jepa_core.config import Config, apply_overrides, preset
+from jepa_core.run.validation import validate_config
 
 
 @dataclass(frozen=True)
@@ -68,5 +69,5 @@ def plan_from_form(form: Mapping[str, Any], cadences: Mapping[str, Any] = (),
     values.update(dict(extra))
     name = str(dict(form).get("preset", "tiny"))
     overrides = form_overrides(values)
-    cfg = validate(apply_overrides(preset(name), overrides))
+    cfg = validate_config(apply_overrides(preset(name), overrides))
     return Plan(preset=name, overrides=tuple(overrides), cfg=cfg)

@@ -15,20 +15,37 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from jepa_core.checkpoint import CheckpointError
 from jepa_core.config import ConfigError
-from jepa_core.control import write_control
 from jepa_core.data import DataError
 from jepa_core.run import status as words
+from jepa_core.run.checkpoint import CheckpointError
+from jepa_core.run.control import write_control
 from jepa_core.run.lock import RunLockedError
-from jepa_core.rundir import default_run_name
-from jepa_core.runs import DEFAULT_ROOTS, RunInfo, discover_runs, read_config_file, run_info
+from jepa_core.run.rundir import default_run_name
 from jepa_core.workbench.detached import DetachedRun, launch_detached, stop_detached
 from jepa_core.workbench.live import LiveRun, LiveTable
 from jepa_core.workbench.panel import latest_mask_artifact, mask_overlay_png
 from jepa_core.workbench.plan import Plan
-from jepa_core.workbench.view import (BUILDING, DETACHED, IDLE, IN_PROCESS, STARTING, TRAINING, Publisher, SessionView,
-                                      Watcher, eta_of, trainer_phase)
+from jepa_core.workbench.runs import (
+    DEFAULT_ROOTS,
+    RunInfo,
+    discover_runs,
+    read_config_file,
+    run_info,
+)
+from jepa_core.workbench.view import (
+    BUILDING,
+    DETACHED,
+    IDLE,
+    IN_PROCESS,
+    STARTING,
+    TRAINING,
+    Publisher,
+    SessionView,
+    Watcher,
+    eta_of,
+    trainer_phase,
+)
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +242,9 @@ class TrainingSession:
         self._begin(self._follow)
 
     def _run_trainer(self, plan: Plan | None, max_steps: int | None) -> None:
-        from jepa_core.train import Trainer  # torch and the model: only once a run starts
+        from jepa_core.run.trainer import (
+            Trainer,  # torch and the model: only once a run starts
+        )
 
         trainer = self._trainer
         status, message, started = None, None, False

@@ -1,7 +1,7 @@
 """The run directory of SPEC §4: config.toml, meta.json, metrics.jsonl, checkpoints/, tensorboard/, artifacts/.
 
 meta.json is a convenience for readers, never the source of truth for the writer: the attempt number comes from
-the stream (see `jepa_core.train.next_attempt`) and a missing or malformed meta.json is rewritten, not trusted.
+the stream (see `jepa_core.run.trainer.next_attempt`) and a missing or malformed meta.json is rewritten, not trusted.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Any
 import torch
 
 import jepa_core
+from jepa_core.common.atomic import write_json_atomic
 from jepa_core.config import Config, ConfigError, load_config, save_config
 from jepa_core.run import status
-from jepa_core.run.atomic import write_json_atomic
 from jepa_core.run.lock import RunLock
-from jepa_core.validation import check_run_name
+from jepa_core.run.validation import check_run_name
 
 
 @dataclass(frozen=True)

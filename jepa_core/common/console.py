@@ -9,7 +9,10 @@ terminal (SPEC §11).
 from __future__ import annotations
 
 import math
+import os
 import re
+import signal
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -109,3 +112,31 @@ def format_console_line(step: int, total_steps: int | None, metrics: Mapping[str
     if eta is not None:
         parts.append(f"eta {format_duration(eta)}")
     return " ".join(parts)
+
+
+# What a shell reports for a command killed by SIGPIPE (128 + 13): `jepa doctor RUN | head -1` ends as `yes | head`
+# does. Python ignores SIGPIPE and raises BrokenPipeError instead, so the code is set by hand.
+EXIT_BROKEN_PIPE = 128 + getattr(signal, "SIGPIPE", 13)
+
+
+def exit_quietly_on_broken_pipe(command: Callable[[], int]) -> int:
+    """Run `command`; when the reader of stdout goes away (`| head`), end quietly with EXIT_BROKEN_PIPE.
+
+    stdout is flushed here, inside the try: otherwise the last buffered lines would fail at interpreter exit, where
+    Python prints "Exception ignored ... BrokenPipeError" and exits 120. After the failure stdout (and stderr, which
+    `2>&1 | head` sends to the same closed pipe) point at /dev/null, so the flush at exit has nowhere to fail.
+    """
+    try:
+        try:
+            return command()
+        finally:  # also after argparse's SystemExit (--help piped into head)
+            sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                os.dup2(devnull, stream.fileno())
+            except (OSError, ValueError, AttributeError):  # a captured stream (pytest, notebook) has no real fd
+                continue
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE

@@ -25,7 +25,7 @@ __all__ = [
     "ema_distance", "ema_distance_tensors", "target_grad_params", "flat_grad", "grad_cosine", "grad_cosine_tensor",
     "GradientNoiseScale", "stable_rank", "stable_rank_tensor", "stable_rank_min", "stable_rank_min_tensors",
     "weight_drift_max", "weight_drift_max_tensors", "update_ratio", "update_ratio_tensors", "memory_stats",
-    "system_stats", "eta_seconds",
+    "system_stats",
 ]
 
 # Relative threshold for a "dead" dimension: its std below this fraction of the features' RMS magnitude.
@@ -451,11 +451,3 @@ def system_stats() -> dict[str, float]:
         _PROCESS.cpu_percent(interval=None)  # the first reading only starts the measurement window
     return {"system/cpu_percent": float(_PROCESS.cpu_percent(interval=None)),
             "system/ram_gb": _PROCESS.memory_info().rss / _GIB}
-
-
-def eta_seconds(steps_done: int, total_steps: int, seconds_per_step: float) -> float:
-    """Seconds left once ``steps_done`` of ``total_steps`` steps are finished, at ``seconds_per_step`` each.
-
-    The trainer logs the row of its k-th update at step k (1-based), so its logged step is ``steps_done``.
-    """
-    return max(total_steps - steps_done, 0) * max(seconds_per_step, 0.0)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from jepa_core.stream import JsonlWriter, to_plain_row
+from jepa_core.metrics.stream import JsonlWriter, to_plain_row
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,9 @@ class TensorBoardSink:
 
     def _open(self) -> Any:
         if self._writer is None:
-            from torch.utils.tensorboard import SummaryWriter  # heavy import, only when used
+            from torch.utils.tensorboard import (
+                SummaryWriter,  # heavy import, only when used
+            )
 
             self._writer = SummaryWriter(log_dir=str(self.log_dir), purge_step=self.purge_step)
         return self._writer

@@ -7,18 +7,20 @@ fixed fraction of its peak: a healthy run drifts, by an amount that depends on t
 signal fall (or climb) faster than it was moving. `false_comfort` is a combination only a failure produced in the
 detection library: variance and rank collapsing at once while predictions still match the targets.
 
-The engine, the config and the alert type live in `jepa_core.rules`; the statistics in `jepa_core.detectors`.
+The alert type and the rule plumbing live in `jepa_core.alerts.base`, the thresholds in `jepa_core.config.rules`,
+the statistics in `jepa_core.alerts.detectors`; `jepa_core.alerts.engine` runs them over a stream.
 """
 
 from __future__ import annotations
 
 import math
 
-from jepa_core.detectors import OneSidedCusum, RobustBaseline, TrendBreak
-from jepa_core.rules import Alert, Rule, RulesConfig, _fmt, _number, _RuleBase, _split_names
+from jepa_core.alerts.base import Alert, Rule, RuleBase, fmt, number
+from jepa_core.alerts.detectors import OneSidedCusum, RobustBaseline, TrendBreak
+from jepa_core.config.rules import RulesConfig, split_names
 
 
-class ImmediateThresholdRule(_RuleBase):
+class ImmediateThresholdRule(RuleBase):
     """Critical at the first reading above a limit that is 0 on every healthy run (mask leak, target gradients)."""
 
     def __init__(self, cfg: RulesConfig, name: str, metric: str, limit: float, message: str) -> None:
@@ -27,28 +29,28 @@ class ImmediateThresholdRule(_RuleBase):
         self.watches = frozenset({metric})
 
     def update(self, row: dict) -> list[Alert]:
-        value = _number(row, self.metric)
+        value = number(row, self.metric)
         if value is None:
             return []
         condition = not math.isfinite(value) or value > self.limit
         if self.gate.observe(self.metric, condition, 1):
-            text = self.message.format(value=_fmt(value), step=row["step"])
+            text = self.message.format(value=fmt(value), step=row["step"])
             return [self._alert(row["step"], "critical", self.metric, value, text)]
         return []
 
 
-class NonFiniteRule(_RuleBase):
+class NonFiniteRule(RuleBase):
     name = "non_finite"
 
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
-        self.metrics = _split_names(cfg.non_finite_metrics)
+        self.metrics = split_names(cfg.non_finite_metrics)
         self.watches = frozenset(self.metrics)
 
     def update(self, row: dict) -> list[Alert]:
         alerts = []
         for metric in self.metrics:
-            value = _number(row, metric)
+            value = number(row, metric)
             if value is None:
                 continue
             if self.gate.observe(metric, not math.isfinite(value), 1):
@@ -83,7 +85,7 @@ class _Trend:
         return None if level is None else math.exp(-level if self.rising else level)
 
 
-class _TrendRule(_RuleBase):
+class _TrendRule(RuleBase):
     """Signals each judged against their own trend. `breaking` holds the metrics whose fall is, at the latest
     reading, faster than their trend and noise allow (false_comfort reads it). A subclass names itself and defines
     `message(metric, value, step, trend, severity)`: what the alert says to check."""
@@ -130,8 +132,8 @@ class VarianceCollapseRule(_TrendRule):
 
     def message(self, metric: str, value: float, step: int, trend: _Trend, severity: str) -> str:
         how = ("the target features are constant" if severity == "critical" else
-               f"falling faster than its own trend and noise allow (trend level {_fmt(trend.level or 0)})")
-        return (f"variance collapse: {metric} = {_fmt(value)} at step {step}, {how}; the target features are "
+               f"falling faster than its own trend and noise allow (trend level {fmt(trend.level or 0)})")
+        return (f"variance collapse: {metric} = {fmt(value)} at step {step}, {how}; the target features are "
                 "converging to a constant while the loss can still look fine. Check first the EMA momentum "
                 "(ema.start close to 1, not 0), that the target encoder is not the online encoder, any extra "
                 "loss term, the predictor depth and the learning rate; compare target/effective_rank.")
@@ -145,14 +147,14 @@ class RankCollapseRule(_TrendRule):
                                "target/effective_rank": cfg.pooled_rank_break})
 
     def message(self, metric: str, value: float, step: int, trend: _Trend, severity: str) -> str:
-        return (f"rank collapse: {metric} = {_fmt(value)} at step {step}, falling faster than its own trend "
-                f"and noise allow (trend level {_fmt(trend.level or 0)}); the representation is losing "
+        return (f"rank collapse: {metric} = {fmt(value)} at step {step}, falling faster than its own trend "
+                f"and noise allow (trend level {fmt(trend.level or 0)}); the representation is losing "
                 "dimensions. Check first the EMA momentum (target copying the online encoder collapses within "
                 "~100 steps), the learning rate (a blow-up collapses rank while std rises), and the masks; "
                 "watch target/std_l2n and the loss for the crash that follows.")
 
 
-class EmaStalledRule(_RuleBase):
+class EmaStalledRule(RuleBase):
     """Target equal to the online encoder (distance exactly 0) or target never updated (statistics frozen)."""
 
     name = "ema_stalled"
@@ -160,7 +162,7 @@ class EmaStalledRule(_RuleBase):
 
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
-        self.frozen_metrics = _split_names(cfg.ema_frozen_metrics)
+        self.frozen_metrics = split_names(cfg.ema_frozen_metrics)
         self.watches = frozenset({self.distance, "ema/param_l2", *self.frozen_metrics})
         self.last_stats: dict[str, float] = {}
         self.last_param_l2: float | None = None
@@ -168,20 +170,20 @@ class EmaStalledRule(_RuleBase):
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg, alerts = row["step"], self.cfg, []
-        distance = _number(row, self.distance)
+        distance = number(row, self.distance)
         if distance is not None and math.isfinite(distance) and step >= cfg.ema_stalled_warmup_steps:
             if self.gate.observe(self.distance, distance <= cfg.ema_stalled_max_distance, cfg.ema_stalled_patience):
                 alerts.append(self._alert(step, "critical", self.distance, distance, (
-                    f"target encoder equals the online encoder ({self.distance} = {_fmt(distance)} at step {step}): "
+                    f"target encoder equals the online encoder ({self.distance} = {fmt(distance)} at step {step}): "
                     "the EMA momentum is effectively 0, which collapses the representation. Check first the EMA "
                     "schedule (ema.start/ema.end near 0.996-1.0), that the update is target = m*target + (1-m)*online "
                     "and not a load_state_dict copy, and that the two encoders do not share parameters.")))
-        param_l2 = _number(row, "ema/param_l2")
+        param_l2 = number(row, "ema/param_l2")
         if param_l2 is not None and math.isfinite(param_l2):
             if self.last_param_l2 is not None and param_l2 != self.last_param_l2:
                 self.param_moved = True
             self.last_param_l2 = param_l2
-        present = {m: v for m in self.frozen_metrics if (v := _number(row, m)) is not None and math.isfinite(v)}
+        present = {m: v for m in self.frozen_metrics if (v := number(row, m)) is not None and math.isfinite(v)}
         if not present or step < cfg.warmup_steps:
             return alerts
         compared = [m for m in present if m in self.last_stats]
@@ -201,7 +203,7 @@ class EmaStalledRule(_RuleBase):
         return alerts
 
 
-class EmaRunawayRule(_RuleBase):
+class EmaRunawayRule(RuleBase):
     name = "ema_runaway"
     metric = "ema/relative_param_l2"
     watches = frozenset({metric})
@@ -220,13 +222,13 @@ class EmaRunawayRule(_RuleBase):
         if not self.gate.observe(self.metric, climbing or out_of_bounds, 1):
             return []
         return [self._alert(step, "warning", self.metric, value, (
-            f"the online encoder is running away from the target ({self.metric} = {_fmt(value)} at step {step}, "
+            f"the online encoder is running away from the target ({self.metric} = {fmt(value)} at step {step}, "
             f"{'farther than the weights norm' if out_of_bounds else 'climbing faster than its own trend'}). Check "
             "first the learning rate (a blow-up moves the online weights faster than the EMA can follow; see "
             "grad_norm and loss), then the EMA momentum schedule."))]
 
 
-class FalseComfortRule(_RuleBase):
+class FalseComfortRule(RuleBase):
     """Variance and rank both collapsing at once while predictions still match the targets: a combination that a
     healthy run's slow drift does not produce."""
 
@@ -246,7 +248,7 @@ class FalseComfortRule(_RuleBase):
         both = bool(self.variance.breaking) and bool(self.rank.breaking)
         if self.gate.observe(self.metric, both and cosine >= cfg.false_comfort_cosine, cfg.false_comfort_patience):
             return [self._alert(step, "critical", self.metric, cosine, (
-                f"false comfort: predictions match targets (cosine {_fmt(cosine)}) while both the target variance "
+                f"false comfort: predictions match targets (cosine {fmt(cosine)}) while both the target variance "
                 f"({', '.join(sorted(self.variance.breaking))}) and its rank ({', '.join(sorted(self.rank.breaking))}) "
                 f"collapse at step {step}; a constant target is trivially predictable. Check first the EMA "
                 "momentum, any extra loss term and the learning rate; do not trust the loss."))]
@@ -275,7 +277,7 @@ class _LevelShift:
         return math.exp(self.baseline.center or 0.0)
 
 
-class DivergenceRule(_RuleBase):
+class DivergenceRule(RuleBase):
     name = "divergence"
     watches = frozenset({"grad_norm", "loss", "health/update_ratio"})
 
@@ -289,7 +291,7 @@ class DivergenceRule(_RuleBase):
         if step < cfg.divergence_warmup_steps:
             return []
         for metric, shift in self.shifts.items():
-            value = _number(row, metric)
+            value = number(row, metric)
             if value is None or not math.isfinite(value):
                 continue
             # One reading far above the running level: on the detection library's healthy runs the largest was
@@ -299,13 +301,13 @@ class DivergenceRule(_RuleBase):
             climbing = shift.update(value)
             if self.gate.observe(metric, climbing or spike, 1):
                 what = ("the optimizer's steps grew relative to the weights" if metric == "health/update_ratio"
-                        else f"a spike of {_fmt(value / shift.baseline_value)}x" if spike and not climbing
+                        else f"a spike of {fmt(value / shift.baseline_value)}x" if spike and not climbing
                         else "a sustained shift rather than a spike")
                 alerts.append(self._alert(step, "warning", metric, value, (
-                    f"divergence: {metric} has been climbing (now {_fmt(value)}, baseline ~{_fmt(shift.baseline_value)}"
+                    f"divergence: {metric} has been climbing (now {fmt(value)}, baseline ~{fmt(shift.baseline_value)}"
                     f") up to step {step}: {what}. Check first the learning rate and its schedule (lower it or "
                     "lengthen warm-up), gradient clipping, and weight decay; watch the loss for a spike next.")))
-        loss = _number(row, "loss")
+        loss = number(row, "loss")
         if loss is not None and math.isfinite(loss):
             center = self.loss_baseline.center
             self.loss_baseline.min_scale = max(1e-12, cfg.divergence_loss_min_rel_scale * abs(center or loss))
@@ -314,8 +316,8 @@ class DivergenceRule(_RuleBase):
             self.loss_baseline.update(loss)
             if self.gate.observe("loss", spiking, cfg.divergence_loss_patience):
                 alerts.append(self._alert(step, "warning", "loss", loss, (
-                    f"divergence: loss jumped to {_fmt(loss)} at step {step}, {_fmt(z)} scales above its running "
-                    f"level {_fmt(center or 0.0)}. Check first the learning rate schedule (a blow-up), gradient "
+                    f"divergence: loss jumped to {fmt(loss)} at step {step}, {fmt(z)} scales above its running "
+                    f"level {fmt(center or 0.0)}. Check first the learning rate schedule (a blow-up), gradient "
                     "clipping, bad batches, and mixed-precision overflow; grad_norm usually moves with it.")))
         return alerts
 

@@ -211,7 +211,9 @@ def load_run_summary(path: str | Path, with_verdict: bool = True) -> RunSummary:
         faults = []
     verdict = None
     if with_verdict and (path / "metrics.jsonl").is_file():
-        from jepa_core.doctor import diagnose  # imported late: the doctor pulls in the rule engine
+        from jepa_core.workbench.doctor import (
+            diagnose,  # imported late: the doctor pulls in the rule engine
+        )
 
         try:
             verdict = str(diagnose(path).verdict)
@@ -297,7 +299,8 @@ def load_run_table(path: str | Path) -> tuple[Any, list[str]]:
     import numpy as np
     import pandas as pd
 
-    from jepa_core.stream import ALERT_COLUMNS, MetricsTable, read_metrics
+    from jepa_core.metrics.reader import MetricsTable, read_metrics
+    from jepa_core.metrics.stream import ALERT_COLUMNS
 
     metrics = Path(path) / "metrics.jsonl"
     try:

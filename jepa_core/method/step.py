@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from jepa_core.ema import ema_update_
-from jepa_core.masks import MaskBatch
-from jepa_core.model import JEPA, select_targets
-from jepa_core.runtime import PhaseTimer
+from jepa_core.method.ema import ema_update_
+from jepa_core.method.masks import MaskBatch
+from jepa_core.method.model import JEPA, select_targets
+from jepa_core.method.runtime import PhaseTimer
 
 
 @dataclass

@@ -13,12 +13,23 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from jepa_core.artifacts import mask_overlay_grid, retrieval_grid, save_png_with_meta
 from jepa_core.config import Config
-from jepa_core.data import EvalBatches, ImageDataset, ImageSource, eval_batches, eval_transform_for, normalize_images
-from jepa_core.eval import extract_features, labelled_order, score_features
-from jepa_core.masks import MaskBatch
-from jepa_core.model import JEPA
+from jepa_core.data import (
+    EvalBatches,
+    ImageDataset,
+    ImageSource,
+    eval_batches,
+    eval_transform_for,
+    normalize_images,
+)
+from jepa_core.method.masks import MaskBatch
+from jepa_core.method.model import JEPA
+from jepa_core.method.probes import extract_features, labelled_order, score_features
+from jepa_core.metrics.artifacts import (
+    mask_overlay_grid,
+    retrieval_grid,
+    save_png_with_meta,
+)
 
 # The nearest-neighbour artifact: this many held-out queries, each shown with its RETRIEVAL_K nearest among the rest.
 # Config validation needs RETRIEVAL_QUERIES + RETRIEVAL_K held-out images when eval.artifacts is on.

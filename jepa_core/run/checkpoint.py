@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 
 import torch
 
-from jepa_core.run.atomic import atomic_file, atomic_write, remove_stale_temp_files
+from jepa_core.common.atomic import atomic_file, atomic_write, remove_stale_temp_files
 
 _STEP_FILE = re.compile(r"^step_(\d{7})\.pt$")
 DIGEST_SUFFIX = ".digest"

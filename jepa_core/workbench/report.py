@@ -24,7 +24,7 @@ from pathlib import Path
 
 import marimo
 
-REPORT_NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "report.py"
+REPORT_NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "report.py"
 # e.g. https://cdn.jsdelivr.net/npm/@marimo-team/frontend@0.25.2/dist/assets/index-x.js
 _CDN_PREFIX = re.compile(r"https://cdn\.jsdelivr\.net/npm/@marimo-team/frontend@[^/\"'\s]+/dist/")
 # Files beside index.html in marimo/_static that the page links to (icons, manifest).

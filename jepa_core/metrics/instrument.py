@@ -19,8 +19,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from jepa_core import diagnostics as dx
-from jepa_core.model import param_counts
+from jepa_core.method.model import param_counts
+from jepa_core.method.runtime import eta_seconds
+from jepa_core.metrics import diagnostics as dx
 
 __all__ = ["Instrumentation", "MetricGroup", "GROUPS", "CADENCE_KEYS"]
 
@@ -104,7 +105,7 @@ def _basic(inst: Instrumentation, ctx: StepContext) -> Metrics:
     metrics["time/data_seconds"] = ctx.data_seconds
     if ctx.step_seconds > 0:
         metrics["time/samples_per_second"] = out.batch_size / ctx.step_seconds
-    metrics["time/eta_seconds"] = dx.eta_seconds(int(out.step), inst.total_steps, inst.smoothed_step_seconds)
+    metrics["time/eta_seconds"] = eta_seconds(int(out.step), inst.total_steps, inst.smoothed_step_seconds)
     metrics.update(dx.memory_stats(inst.device))
     metrics.update(dx.system_stats())
     return metrics

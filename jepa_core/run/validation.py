@@ -12,9 +12,9 @@ import numpy as np
 
 from jepa_core.config import CADENCE_KEYS, Config, ConfigError, ModelConfig
 from jepa_core.data import DataError, heldout_count, list_image_folder
-from jepa_core.eval import MIN_LABELLED_IMAGES
-from jepa_core.evaluation import RETRIEVAL_K, RETRIEVAL_QUERIES
-from jepa_core.masks import MaskConfigError, check_mask_config
+from jepa_core.method.masks import MaskConfigError, check_mask_config
+from jepa_core.method.probes import MIN_LABELLED_IMAGES
+from jepa_core.run.evaluation import RETRIEVAL_K, RETRIEVAL_QUERIES
 
 # A run name becomes a directory name, a path in messages and a title in reports: a portable file-name character
 # set, no leading "." (hidden, "..") or "-" (read as an option by shell tools), short enough for any file system.
@@ -74,7 +74,7 @@ def check_run_name(key: str, name: str) -> None:
 
 
 def _check_mlp_width(m: ModelConfig) -> None:
-    # model.py builds every block's MLP with int(dim * mlp_ratio) hidden units, in the encoders (embed_dim) and
+    # method/model.py builds every block's MLP with int(dim * mlp_ratio) hidden units, in the encoders (embed_dim) and
     # in the predictor (pred_dim); a zero width builds an empty Linear that trains nothing.
     for dim_key in ("embed_dim", "pred_dim"):
         dim = getattr(m, dim_key)
@@ -85,7 +85,7 @@ def _check_mlp_width(m: ModelConfig) -> None:
 
 
 def _heldout_minimum(cfg: Config, labelled: bool) -> tuple[int, str]:
-    """The fewest held-out images the evaluation (eval.py, evaluation.py) can use, and why, naming the keys.
+    """The fewest held-out images the evaluation (method/probes.py, run/evaluation.py) can use, and why, naming the keys.
 
     evaluate() splits the labelled held-out images into probe-train and probe-val halves (two images each at
     least) and the kNN classifies each probe-val image by its eval.knn_k nearest probe-train images: with fewer

@@ -1,44 +1,19 @@
-"""Early-warning rules (SPEC §7): streaming checks over metric rows that emit deduplicated alerts.
+"""`RulesConfig`: the thresholds of the early-warning rules (SPEC §7), plain data mapped onto the `[rules]` section.
 
-Feed rows one at a time (`RuleEngine.update`) live in training, or a whole file (`evaluate_rows`). Rows are sparse:
-each rule acts only on rows that carry its metrics and counts *readings*, not steps. Every rule has a warm-up (early
-readings build references but never fire), a patience (consecutive readings in the condition), per-episode dedup
-(one alert when the condition starts, re-armed after `rearm_readings` clear readings) and a runbook-style message.
-
-Defaults were chosen on the tuning split of the detection library (benchmarks/library.py: healthy runs over seeds and
-settings, faults over magnitudes and onsets) and are reported on its test split by benchmarks/detection.py; every
-number is a `RulesConfig` field so it can be tuned from the run config.
+The rules themselves live in `jepa_core.alerts`; every number they use is a field here so a run config can tune it.
+Defaults were chosen on the tuning split of the detection library (benchmarks/library.py) and are reported on its
+test split by benchmarks/detection.py.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from typing import Protocol, runtime_checkable
-
-from jepa_core.detectors import EpisodeGate
-from jepa_core.stream import TOKEN_TO_FLOAT
 
 
-__all__ = [
-    "SEVERITIES",
-    "RulesConfig",
-    "Alert",
-    "Rule",
-    "RuleEngine",
-    "build_rules",
-    "evaluate_rows",
-    "severity_rank",
-]
-
-SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
-
-
-def severity_rank(severity: str) -> int:
-    if severity not in SEVERITIES:
-        raise ValueError(f"unknown severity {severity!r}; expected one of {SEVERITIES}")
-    return SEVERITIES.index(severity)
+def split_names(text: str) -> tuple[str, ...]:
+    """A comma-separated list of metric names, blanks dropped."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 # Keys of rules that were redesigned or removed (fraction-of-peak thresholds; dead_dimensions, ema_schedule and
@@ -137,131 +112,6 @@ class RulesConfig:
             if value < 0:
                 raise ValueError(f"{key}: must be >= 0, got {value}")
         for name in ("non_finite_metrics", "ema_frozen_metrics"):
-            if not _split_names(getattr(self, name)):
+            if not split_names(getattr(self, name)):
                 raise ValueError(f"rules.{name}: needs at least one metric name, got {getattr(self, name)!r}")
         return self
-
-
-@dataclass(frozen=True)
-class Alert:
-    step: int
-    rule: str
-    severity: str
-    metric: str
-    value: float
-    message: str
-
-    def to_row(self) -> dict:
-        return {
-            "step": self.step,
-            "event": "alert",
-            "rule": self.rule,
-            "severity": self.severity,
-            "metric": self.metric,
-            "value": self.value,
-            "message": self.message,
-        }
-
-
-@runtime_checkable
-class Rule(Protocol):
-    name: str
-
-    def update(self, row: dict) -> list[Alert]: ...
-
-
-def _number(row: dict, key: str) -> float | None:
-    """The metric as a float, or None when absent or not numeric (strings for non-finite floats are accepted)."""
-    value = row.get(key)
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        return TOKEN_TO_FLOAT.get(value)
-    return None
-
-
-def _split_names(text: str) -> tuple[str, ...]:
-    return tuple(name.strip() for name in text.split(",") if name.strip())
-
-
-def _fmt(x: float) -> str:
-    return f"{x:.4g}"
-
-
-class _RuleBase:
-    """Shared plumbing: one episode gate per rule, alert construction."""
-
-    name = ""
-    watches: frozenset[str] = frozenset()  # metric keys this rule reads: the engine skips rows without any
-
-    def __init__(self, cfg: RulesConfig) -> None:
-        self.cfg = cfg
-        self.gate = EpisodeGate(rearm=cfg.rearm_readings)
-
-    def _alert(self, step: int, severity: str, metric: str, value: float, message: str) -> Alert:
-        return Alert(step=step, rule=self.name, severity=severity, metric=metric, value=value, message=message)
-
-    def _settled_reading(self, row: dict, metric: str) -> float | None:
-        """The row's finite value of `metric` once warm-up is over; None otherwise (nothing to judge yet)."""
-        value = _number(row, metric)
-        if value is None or not math.isfinite(value) or row["step"] < self.cfg.warmup_steps:
-            return None
-        return value
-
-
-def build_rules(cfg: RulesConfig) -> list[Rule]:
-    """One instance of every §7 rule (fresh state: use one set per stream); the classes live in rule_set.py."""
-    from jepa_core.rule_set import build_rules as build  # imported late: rule_set builds on this module's types
-
-    return build(cfg)
-
-
-class RuleEngine:
-    """Runs every enabled rule over a stream of metric rows and remembers what fired."""
-
-    def __init__(self, cfg: RulesConfig | None = None) -> None:
-        self.cfg = (cfg if cfg is not None else RulesConfig()).validate()
-        self.rules: list[Rule] = build_rules(self.cfg) if self.cfg.enabled else []
-        self.alerts: list[Alert] = []
-        self._worst = -1
-
-    def update(self, row: dict) -> list[Alert]:
-        if not isinstance(row, dict):
-            raise TypeError(f"metric row must be a dict, got {type(row).__name__}")
-        if "event" in row:  # alerts and other events are not metrics
-            return []
-        step = row.get("step")
-        if isinstance(step, bool) or not isinstance(step, int):
-            raise ValueError(f"metric row needs an integer 'step', got {step!r} in {sorted(row)[:8]}")
-        fired: list[Alert] = []
-        for rule in self.rules:
-            watched = getattr(rule, "watches", None)  # optional: a custom Rule without it sees every row
-            if watched and watched.isdisjoint(row):
-                continue
-            fired.extend(rule.update(row))
-        for alert in fired:
-            self._worst = max(self._worst, severity_rank(alert.severity))
-        self.alerts.extend(fired)
-        return fired
-
-    def run(self, rows: Iterable[dict]) -> list[Alert]:
-        fired: list[Alert] = []
-        for row in rows:
-            fired.extend(self.update(row))
-        return fired
-
-    @property
-    def worst_severity(self) -> str | None:
-        return SEVERITIES[self._worst] if self._worst >= 0 else None
-
-    @property
-    def should_stop(self) -> bool:
-        """True once a critical alert fired and the config asks training to stop on it."""
-        return self.cfg.stop_on_critical and self.worst_severity == "critical"
-
-
-def evaluate_rows(rows: Iterable[dict], cfg: RulesConfig | None = None) -> list[Alert]:
-    """Every alert a fresh engine raises over `rows` (e.g. `jepa_core.stream.iter_rows(path)`)."""
-    return RuleEngine(cfg).run(rows)

@@ -29,15 +29,15 @@ import numpy as np
 import pandas as pd
 from msgspec.structs import astuple
 
-from jepa_core.stream import (
+from jepa_core.metrics.stream import (
     ALERT_COLUMNS,
     READ_CHUNK_BYTES,
+    TOKEN_TO_FLOAT,
     _blocks,
     _keep_mask,
     _purge_thresholds,
     _restore_non_finite,
     _row_problem,
-    TOKEN_TO_FLOAT,
 )
 
 _POSITION_KEYS = ("step", "attempt")

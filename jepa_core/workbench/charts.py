@@ -66,7 +66,7 @@ class Signal:
     title: str
     metrics: tuple[str, ...]
     # An alert lands on this panel when its metric is one of `metrics` or its rule name
-    # contains one of these words (rule names are owned by jepa_core.rule_set: mask_leak,
+    # contains one of these words (rule names are owned by jepa_core.alerts.rules: mask_leak,
     # target_gradients, non_finite, variance_collapse, rank_collapse, ema_stalled, ema_runaway,
     # false_comfort, divergence).
     rule_words: tuple[str, ...]
@@ -170,7 +170,7 @@ def bucket_minmax(steps: Iterable[float], values: Iterable[float],
 
 
 def scalars_of(table: Any) -> pd.DataFrame:
-    """The scalar frame of a MetricsTable (jepa_core.stream), or a DataFrame passed as is."""
+    """The scalar frame of a MetricsTable (jepa_core.metrics.stream), or a DataFrame passed as is."""
     frame = table if isinstance(table, pd.DataFrame) else getattr(table, "scalars", None)
     if not isinstance(frame, pd.DataFrame) or "step" not in frame.columns:
         raise TypeError("expected a MetricsTable or a DataFrame with a 'step' column")

@@ -4,9 +4,8 @@ One strict RFC 8259 JSON object per line. Non-finite floats travel as the string
 "-Infinity" so a strict parser accepts every line and a NaN loss is never lost. Rows carry `attempt`; a resumed
 run appends rows with a higher attempt and readers apply TensorBoard's orphan purge without rewriting the file.
 
-`iter_rows` reads decoded rows back one by one. The fast columnar reader lives in `jepa_core.reader`
-(read_metrics, MetricsTable) and following a live file in `jepa_core.follower` (MetricsFollower, FollowUpdate);
-both are re-exported here, so `from jepa_core.stream import read_metrics` keeps working.
+`iter_rows` reads decoded rows back one by one. The fast columnar reader is `jepa_core.metrics.reader` (read_metrics,
+MetricsTable) and following a live file is `jepa_core.metrics.follower` (MetricsFollower); both build on this module.
 """
 
 from __future__ import annotations
@@ -272,27 +271,3 @@ def _iter_valid_rows(path: Path, chunk_bytes: int) -> Iterator[dict]:
     for data, end in _blocks(path, chunk_bytes):
         lines = data.split(b"\n")[:-1] if end >= 0 else [data]  # the last piece is the carried partial line
         yield from (row for row in _decode_lines(lines) if _row_problem(row) is None)
-
-
-# ---------------------------------------------------------------------------------------------- re-exports
-# Resolved lazily (PEP 562): reader and follower import this module, so importing them here eagerly would make
-# `import jepa_core.reader` (before jepa_core.stream) fail on a partially initialised module.
-_REEXPORTS = {
-    "MetricsTable": "jepa_core.reader", "read_metrics": "jepa_core.reader",
-    "MetricsFollower": "jepa_core.follower", "FollowUpdate": "jepa_core.follower",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module_name = _REEXPORTS.get(name)
-    if module_name is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_REEXPORTS))

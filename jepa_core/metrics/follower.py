@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jepa_core.stream import decode_row
+from jepa_core.metrics.stream import decode_row
 
 _TAIL_CHECK_BYTES = 64  # bytes before our offset re-read each poll to notice a file rewritten in place
 

@@ -18,11 +18,13 @@ from typing import Any
 
 import pandas as pd
 
-from jepa_core.console import json_terminal_safe, terminal_safe
-from jepa_core.reader import MetricsTable
+from jepa_core.alerts.base import SEVERITIES, Alert
+from jepa_core.alerts.engine import RuleEngine
+from jepa_core.common.console import json_terminal_safe, terminal_safe
+from jepa_core.config import RulesConfig
+from jepa_core.metrics.reader import MetricsTable, read_metrics
+from jepa_core.metrics.stream import encode_row, iter_rows
 from jepa_core.run import status as run_words
-from jepa_core.rules import SEVERITIES, Alert, RuleEngine, RulesConfig
-from jepa_core.stream import encode_row, iter_rows, read_metrics
 
 __all__ = ["KEY_METRICS", "DoctorReport", "UnreadableRunError", "diagnose", "format_report", "doctor_main",
            "resolve_metrics_path"]
@@ -280,6 +282,6 @@ def doctor_main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from jepa_core.cli import exit_quietly_on_broken_pipe
+    from jepa_core.common.console import exit_quietly_on_broken_pipe
 
     sys.exit(exit_quietly_on_broken_pipe(doctor_main))

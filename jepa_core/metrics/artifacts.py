@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from jepa_core.stream import encode_row
+from jepa_core.metrics.stream import encode_row
 
 CONTEXT_RGB = np.array([40, 200, 90], dtype=np.float32)  # green
 TARGET_RGB = np.array([240, 120, 20], dtype=np.float32)  # orange

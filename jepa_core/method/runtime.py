@@ -14,7 +14,6 @@ import torch
 from torch import nn
 
 from jepa_core.config import ConfigError
-from jepa_core.diagnostics import eta_seconds
 
 PHASES = ("forward_backward", "optimizer", "ema", "diagnostics")
 
@@ -168,3 +167,11 @@ class StepProfiler:
     def region(self, name: str) -> contextlib.AbstractContextManager:
         """A named range in the trace while profiling; nothing otherwise."""
         return torch.profiler.record_function(name) if self._profile is not None else contextlib.nullcontext()
+
+
+def eta_seconds(steps_done: int, total_steps: int, seconds_per_step: float) -> float:
+    """Seconds left once ``steps_done`` of ``total_steps`` steps are finished, at ``seconds_per_step`` each.
+
+    The trainer logs the row of its k-th update at step k (1-based), so its logged step is ``steps_done``.
+    """
+    return max(total_steps - steps_done, 0) * max(seconds_per_step, 0.0)

@@ -1,0 +1,58 @@
+"""The rule engine: every enabled rule of `jepa_core.alerts.rules` over a stream of metric rows, live or replayed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from jepa_core.alerts.base import SEVERITIES, Alert, Rule, severity_rank
+from jepa_core.alerts.rules import build_rules
+from jepa_core.config.rules import RulesConfig
+
+
+class RuleEngine:
+    """Runs every enabled rule over a stream of metric rows and remembers what fired."""
+
+    def __init__(self, cfg: RulesConfig | None = None) -> None:
+        self.cfg = (cfg if cfg is not None else RulesConfig()).validate()
+        self.rules: list[Rule] = build_rules(self.cfg) if self.cfg.enabled else []
+        self.alerts: list[Alert] = []
+        self._worst = -1
+
+    def update(self, row: dict) -> list[Alert]:
+        if not isinstance(row, dict):
+            raise TypeError(f"metric row must be a dict, got {type(row).__name__}")
+        if "event" in row:  # alerts and other events are not metrics
+            return []
+        step = row.get("step")
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise ValueError(f"metric row needs an integer 'step', got {step!r} in {sorted(row)[:8]}")
+        fired: list[Alert] = []
+        for rule in self.rules:
+            watched = getattr(rule, "watches", None)  # optional: a custom Rule without it sees every row
+            if watched and watched.isdisjoint(row):
+                continue
+            fired.extend(rule.update(row))
+        for alert in fired:
+            self._worst = max(self._worst, severity_rank(alert.severity))
+        self.alerts.extend(fired)
+        return fired
+
+    def run(self, rows: Iterable[dict]) -> list[Alert]:
+        fired: list[Alert] = []
+        for row in rows:
+            fired.extend(self.update(row))
+        return fired
+
+    @property
+    def worst_severity(self) -> str | None:
+        return SEVERITIES[self._worst] if self._worst >= 0 else None
+
+    @property
+    def should_stop(self) -> bool:
+        """True once a critical alert fired and the config asks training to stop on it."""
+        return self.cfg.stop_on_critical and self.worst_severity == "critical"
+
+
+def evaluate_rows(rows: Iterable[dict], cfg: RulesConfig | None = None) -> list[Alert]:
+    """Every alert a fresh engine raises over `rows` (e.g. `jepa_core.metrics.stream.iter_rows(path)`)."""
+    return RuleEngine(cfg).run(rows)
