@@ -286,11 +286,9 @@ def _add_target_params_to_optimizer(cfg, checkpoints: Path, step: int) -> None:
     (appended to the decay group, so a resume keeps one layout); a healthy checkpoint lacks them. Re-index its
     optimizer state to that layout (the target parameters start without Adam state, as they would at the onset)."""
     from jepa_core.run.checkpoint import load_checkpoint, save_checkpoint  # noqa: PLC0415
-    from jepa_core.method.model import JEPA  # noqa: PLC0415
+    from jepa_core.method.model import build_jepa  # noqa: PLC0415
 
-    m = cfg.model
-    model = JEPA(m.img_size, m.patch_size, m.in_chans, m.embed_dim, m.depth, m.num_heads, m.mlp_ratio, m.pred_dim,
-                 m.pred_depth, m.pred_num_heads)
+    model = build_jepa(cfg.model, cfg.runtime.seed)
     extra = len(list(model.target_encoder.parameters()))
     path = checkpoints / f"step_{step:07d}.pt"
     state = load_checkpoint(path)

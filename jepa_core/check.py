@@ -21,13 +21,13 @@ import psutil
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from jepa_core.common.console import terminal_safe
+from jepa_core.common.console import format_duration, terminal_safe
+from jepa_core.common.seeds import mask_generator
 from jepa_core.config import Config, ConfigError
 from jepa_core.data import (
     Batch,
     DataError,
     datasets_for,
-    mask_generator,
     mask_sampler_for,
     normalize_images,
     train_feed_for,
@@ -38,8 +38,13 @@ from jepa_core.method.masks import (
     leak_targets,
     overlap_fraction,
 )
-from jepa_core.method.model import JEPA, param_counts
-from jepa_core.method.runtime import autocast_for, compile_module, resolve_device
+from jepa_core.method.model import JEPA, build_jepa, param_counts
+from jepa_core.method.runtime import (
+    autocast_for,
+    compile_module,
+    resolve_device,
+    set_thread_count,
+)
 from jepa_core.method.step import (
     OnlineNetwork,
     StepSettings,
@@ -110,9 +115,7 @@ def check_masks(cfg: Config, batches: int, report: Report) -> None:
 
 def check_model(cfg: Config, report: Report) -> JEPA:
     m = cfg.model
-    torch.manual_seed(cfg.runtime.seed)
-    model = JEPA(m.img_size, m.patch_size, m.in_chans, m.embed_dim, m.depth, m.num_heads, m.mlp_ratio, m.pred_dim,
-                 m.pred_depth, m.pred_num_heads)
+    model = build_jepa(m, cfg.runtime.seed)
     counts = param_counts(model)
     shown = ", ".join(f"{k.removeprefix('params/')} {v / 1e6:.2f}M" for k, v in counts.items())
     report.say(f"model: ViT {m.embed_dim}x{m.depth} (patch {m.patch_size}, {m.img_size} px) + predictor "
@@ -192,15 +195,6 @@ def check_steps(cfg: Config, model: JEPA, batches: list[Batch], steps: int, warm
     return seconds, peak
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [f"{days} d"] * bool(days) + [f"{hours} h"] * bool(hours) + [f"{minutes} min"] * bool(minutes)
-    return " ".join(parts + [f"{secs} s"] * (not days and not hours))
-
-
 def evaluations(cfg: Config) -> int:
     total, every = cfg.optim.steps, cfg.diagnostics.eval_every_steps
     at = set(range(every, total + 1, every)) | {total} | ({0} if cfg.eval.at_start else set())
@@ -218,8 +212,8 @@ def project(cfg: Config, model: JEPA, heldout, step_seconds: float, loader_rate:
     t0 = time.perf_counter()
     heldout_features(model, heldout, sample, cfg, device)
     eval_seconds = (time.perf_counter() - t0) / max(1, len(sample)) * len(heldout) * evaluations(cfg)
-    report.say(f"projected: {o.steps:,} steps x {per_step:.3f} s = {_duration(o.steps * per_step)} of training, "
-               f"+ about {_duration(eval_seconds)} for {evaluations(cfg)} evaluations of {len(heldout):,} held-out "
+    report.say(f"projected: {o.steps:,} steps x {per_step:.3f} s = {format_duration(o.steps * per_step)} of training, "
+               f"+ about {format_duration(eval_seconds)} for {evaluations(cfg)} evaluations of {len(heldout):,} held-out "
                "images (features only; probe fits, diagnostics and checkpoints not included)")
     if loader_rate < model_rate:
         report.say(f"bottleneck: the loader ({_rate(loader_rate)} images/s; the model could take {_rate(model_rate)})")
@@ -268,6 +262,7 @@ def check_main(argv: list[str] | None = None) -> int:
             return 2
     try:
         cfg = config_from_args(args)
+        set_thread_count(cfg.runtime.num_threads)  # this process is the check: the config's thread count is its own
         report = run_check(cfg, args.mask_batches, args.steps, args.loader_batches)
     except (ConfigError, DataError) as exc:
         print(f"error: {terminal_safe(str(exc))}", file=sys.stderr)

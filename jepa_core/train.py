@@ -12,7 +12,7 @@ from pathlib import Path
 from jepa_core.common.console import terminal_safe
 from jepa_core.config import Config, ConfigError, apply_overrides, load_config, preset
 from jepa_core.data import DataError
-from jepa_core.method.runtime import parse_profile_steps
+from jepa_core.method.runtime import parse_profile_steps, set_thread_count
 from jepa_core.run import distributed
 from jepa_core.run import status as run_status
 from jepa_core.run.checkpoint import CheckpointError
@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.until is not None and args.until < 1:
                 raise ConfigError(f"--until must be a step of 1 or more, got {args.until}")
             distributed.init_if_needed(cfg.runtime.device)
+            set_thread_count(cfg.runtime.num_threads)  # process-wide, so set here by the process, not the Trainer
             trainer = Trainer(cfg, run_dir=args.resume, resume=args.resume is not None, quiet=args.quiet,
                               profile_steps=profile)
         except (ConfigError, DataError, CheckpointError, FileExistsError, RunLockedError) as exc:

@@ -139,14 +139,6 @@ def test_eval_chart_draws_step_zero_baseline_as_dashed_rule() -> None:
     assert dashed and dashed[0]["mark"]["type"] == "rule"
 
 
-def test_align_runs_outer_joins_on_step() -> None:
-    a = pd.DataFrame({"step": [1, 2, 3], "loss": [1.0, 0.9, 0.8]})
-    b = pd.DataFrame({"step": [2, 4], "loss": [1.5, 1.2]})
-    aligned = charts.align_runs({"a": a, "b": b}, "loss")
-    assert list(aligned.index) == [1, 2, 3, 4]
-    assert aligned.loc[2, "b"] == 1.5 and math.isnan(aligned.loc[1, "b"])
-
-
 def test_overlay_frame_names_runs_as_given_and_respects_budget() -> None:
     table = long_table(20_000)
     frame = charts.overlay_frame({XSS: table, "b": table}, "loss", 0.5, 5000)

@@ -1,7 +1,9 @@
+import tomllib
+
 import pytest
 
-from jepa_core.config import (CADENCE_KEYS, Config, ConfigError, apply_overrides, config_to_toml, load_config, preset, save_config)
-
+from jepa_core.config import (CADENCE_KEYS, Config, ConfigError, apply_overrides, config_from_dict, config_to_toml,
+                              load_config, preset, save_config)
 from jepa_core.run.validation import validate_config
 
 
@@ -119,9 +121,11 @@ def test_override_syntax_errors():
         apply_overrides(Config(), ["lr=3"])
 
 
-def test_toml_text_is_readable():
-    text = config_to_toml(preset("tiny"))
-    assert "[optim]" in text and "batch_size = 64" in text
+def test_toml_text_is_readable_and_round_trips():
+    cfg = apply_overrides(preset("tiny"), ["optim.batch_size=48", "logging.name='quoted \"name\"'"])
+    text = config_to_toml(cfg)
+    assert "[optim]" in text and "batch_size = 48" in text  # one `key = value` line per field, by section
+    assert config_from_dict(tomllib.loads(text)) == cfg
 
 
 def test_base_preset_is_vit_b16_at_224_with_ijepa_masks():

@@ -9,13 +9,17 @@ import os
 
 import pytest
 
-from jepa_core.config import DiagnosticsConfig
-from jepa_core.run.control import ControlError, ControlWatcher, cadence_keys, control_path, read_control, write_control
+from jepa_core.config import CADENCE_KEYS, DiagnosticsConfig
+from jepa_core.run.control import (ControlError, ControlWatcher, control_path, read_control, validate_control,
+                                   write_control)
 
 
-def test_cadence_keys_come_from_the_config_dataclass():
-    assert cadence_keys() == tuple(f.name for f in dataclasses.fields(DiagnosticsConfig))
-    assert "basic_every_steps" in cadence_keys()
+def test_control_accepts_every_cadence_of_the_config_dataclass_and_nothing_else():
+    every = {f.name: 3 for f in dataclasses.fields(DiagnosticsConfig)}
+    assert validate_control(every) == every
+    assert set(every) == set(CADENCE_KEYS)
+    with pytest.raises(ControlError, match=", ".join(CADENCE_KEYS)):  # the error lists the valid keys
+        validate_control({"max_tokens": 3})
 
 
 def test_write_merges_and_reads_back(tmp_path):

@@ -11,8 +11,9 @@ import pytest
 import torch
 from PIL import Image
 
+from jepa_core.common.seeds import HELDOUT_SEED_OFFSET
 from jepa_core.data import (
-    HELDOUT_SEED_OFFSET, SHAPE_CLASS_NAMES, DataError, EvalTransform, ImageDataset, NpzSource, UnreadableImage,
+    SHAPE_CLASS_NAMES, DataError, EvalTransform, ImageDataset, NpzSource, UnreadableImage,
     batch_indices, build_datasets, is_labelled, make_shapes, normalize_images, open_image_folder, open_npz, split_dataset,
 )
 

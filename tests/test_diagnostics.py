@@ -13,6 +13,14 @@ from jepa_core.method.runtime import eta_seconds
 from jepa_core.metrics import diagnostics as dx
 
 
+def floats_of(measure, *args, **kwargs) -> dict[str, float]:
+    return dx.to_floats(measure(*args, **kwargs))
+
+
+def float_of(measure, *args) -> float:
+    return float(measure(*args))
+
+
 def _gen(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
@@ -30,7 +38,7 @@ def _rankme_by_svd(x: torch.Tensor) -> float:
 def test_collapsed_features_read_as_dead() -> None:
     row = torch.randn(32, generator=_gen())
     feats = row.expand(100, 32).clone()
-    stats = dx.representation_stats(feats, "target")
+    stats = floats_of(dx.representation_stats_tensors, feats, "target")
     assert stats["target/std_mean"] == pytest.approx(0.0, abs=1e-6)
     assert stats["target/std_min"] == pytest.approx(0.0, abs=1e-6)
     assert stats["target/std_l2n"] == pytest.approx(0.0, abs=1e-6)
@@ -42,7 +50,7 @@ def test_collapsed_features_read_as_dead() -> None:
 def test_isotropic_gaussian_is_full_rank_and_spread() -> None:
     n, d = 4096, 64
     feats = torch.randn(n, d, generator=_gen(1))
-    stats = dx.representation_stats(feats, "target")
+    stats = floats_of(dx.representation_stats_tensors, feats, "target")
     # Measured 63.87 for seeds 0-2: a finite sample's RankMe sits just under D.
     assert dx.effective_rank(feats) > 0.99 * d
     assert stats["target/std_l2n"] == pytest.approx(1 / math.sqrt(d), rel=0.1)
@@ -55,7 +63,7 @@ def test_isotropic_gaussian_is_full_rank_and_spread() -> None:
 def test_dead_dimensions_are_counted_relative_to_scale() -> None:
     feats = torch.randn(512, 10, generator=_gen(2)) * 1000.0
     feats[:, :3] = 7.0  # constant dims: dead whatever the scale
-    stats = dx.representation_stats(feats, "pred")
+    stats = floats_of(dx.representation_stats_tensors, feats, "pred")
     assert stats["pred/dead_dim_fraction"] == pytest.approx(0.3)
     assert set(stats) >= {"pred/norm_mean", "pred/std_mean", "pred/dead_dim_fraction"}
 
@@ -100,18 +108,18 @@ def test_correlation_offdiag_of_duplicated_dims_is_one() -> None:
 
 def test_prediction_agreement_known_values() -> None:
     target = torch.randn(6, 4, 8, generator=_gen(11))
-    same = dx.prediction_agreement(target, target)
+    same = floats_of(dx.prediction_agreement_tensors, target, target)
     assert same == pytest.approx({"pred_target/mse": 0.0, "pred_target/mae": 0.0, "pred_target/cosine": 1.0}, abs=1e-6)
-    flipped = dx.prediction_agreement(-target, target)
+    flipped = floats_of(dx.prediction_agreement_tensors, -target, target)
     assert flipped["pred_target/cosine"] == pytest.approx(-1.0, abs=1e-6)
     assert flipped["pred_target/mse"] == pytest.approx((4 * target.pow(2)).mean().item(), rel=1e-5)
     with pytest.raises(ValueError, match="differ"):
-        dx.prediction_agreement(target, target[:, :2])
+        floats_of(dx.prediction_agreement_tensors, target, target[:, :2])
 
 
 def test_representation_stats_rejects_flat_input() -> None:
     with pytest.raises(ValueError, match=r"representation_stats\[target\]"):
-        dx.representation_stats(torch.zeros(5), "target")
+        floats_of(dx.representation_stats_tensors, torch.zeros(5), "target")
 
 
 # ------------------------------------------------------------------------------------------------- masks
@@ -120,7 +128,7 @@ def test_representation_stats_rejects_flat_input() -> None:
 def test_disjoint_masks_have_no_overlap() -> None:
     ctx = torch.tensor([[0, 1, 2, 3], [4, 5, 6, 7]])
     tgt = torch.tensor([[[8, 9], [10, 11]], [[0, 1], [1, 2]]])  # sample 2: blocks overlap each other, not ctx
-    stats = dx.mask_stats(ctx, tgt, num_patches=16)
+    stats = floats_of(dx.mask_stats_tensors, ctx, tgt, num_patches=16)
     assert stats["mask/overlap_fraction"] == 0.0
     assert stats["mask/context_count"] == 4.0
     assert stats["mask/target_count"] == pytest.approx((4 + 3) / 2)  # union of the blocks per sample
@@ -133,16 +141,16 @@ def test_planted_overlap_gives_its_exact_fraction() -> None:
     tgt = torch.arange(10).repeat(b, 1).reshape(b, 2, 5)  # 10 target patches per sample
     ctx = torch.arange(20, 40).repeat(b, 1)
     ctx[:, :3] = torch.tensor([0, 4, 9])  # plant 3 of the 10 targets into every context
-    assert dx.mask_stats(ctx, tgt, n)["mask/overlap_fraction"] == pytest.approx(3 / 10)
+    assert floats_of(dx.mask_stats_tensors, ctx, tgt, n)["mask/overlap_fraction"] == pytest.approx(3 / 10)
     ctx[1:, :3] = torch.tensor([50, 51, 52])  # only the first sample leaks: 3 of 40 target patches
-    assert dx.mask_stats(ctx, tgt, n)["mask/overlap_fraction"] == pytest.approx(3 / 40)
+    assert floats_of(dx.mask_stats_tensors, ctx, tgt, n)["mask/overlap_fraction"] == pytest.approx(3 / 40)
 
 
 def test_mask_stats_rejects_bad_indices() -> None:
     with pytest.raises(ValueError, match="target_idx"):
-        dx.mask_stats(torch.tensor([[0, 1]]), torch.tensor([[[16]]]), num_patches=16)
+        floats_of(dx.mask_stats_tensors, torch.tensor([[0, 1]]), torch.tensor([[[16]]]), num_patches=16)
     with pytest.raises(ValueError, match=r"\[B, K, Nt\]"):
-        dx.mask_stats(torch.tensor([[0, 1]]), torch.tensor([[3]]), num_patches=16)
+        floats_of(dx.mask_stats_tensors, torch.tensor([[0, 1]]), torch.tensor([[3]]), num_patches=16)
 
 
 # --------------------------------------------------------------------------------------------------- EMA
@@ -156,15 +164,15 @@ def _mlp() -> nn.Module:
 def test_ema_distance_zero_for_identical_copies_and_exact_otherwise() -> None:
     online = _mlp()
     target = copy.deepcopy(online)
-    assert dx.ema_distance(target, online) == {"ema/param_l2": 0.0, "ema/relative_param_l2": 0.0}
+    assert floats_of(dx.ema_distance_tensors, target, online) == {"ema/param_l2": 0.0, "ema/relative_param_l2": 0.0}
     with torch.no_grad():
         target[0].bias.add_(3.0)  # 8 entries moved by 3 -> distance 3 * sqrt(8)
     online_norm = torch.cat([p.detach().reshape(-1) for p in online.parameters()]).norm().item()
-    out = dx.ema_distance(target, online)
+    out = floats_of(dx.ema_distance_tensors, target, online)
     assert out["ema/param_l2"] == pytest.approx(3 * math.sqrt(8), rel=1e-6)
     assert out["ema/relative_param_l2"] == pytest.approx(3 * math.sqrt(8) / online_norm, rel=1e-6)
     with pytest.raises(ValueError, match="differ by name"):
-        dx.ema_distance(nn.Linear(4, 8), online)
+        floats_of(dx.ema_distance_tensors, nn.Linear(4, 8), online)
 
 
 def test_target_grad_params_counts_stray_grads_and_requires_grad() -> None:
@@ -180,11 +188,11 @@ def test_target_grad_params_counts_stray_grads_and_requires_grad() -> None:
 
 def test_grad_cosine() -> None:
     g = torch.randn(100, generator=_gen(12))
-    assert dx.grad_cosine(g, 2 * g) == pytest.approx(1.0)
-    assert dx.grad_cosine(g, -g) == pytest.approx(-1.0)
-    assert dx.grad_cosine(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 3.0])) == pytest.approx(0.0)
+    assert float_of(dx.grad_cosine_tensor, g, 2 * g) == pytest.approx(1.0)
+    assert float_of(dx.grad_cosine_tensor, g, -g) == pytest.approx(-1.0)
+    assert float_of(dx.grad_cosine_tensor, torch.tensor([1.0, 0.0]), torch.tensor([0.0, 3.0])) == pytest.approx(0.0)
     with pytest.raises(ValueError, match="sizes differ"):
-        dx.grad_cosine(g, g[:5])
+        float_of(dx.grad_cosine_tensor, g, g[:5])
 
 
 def test_gradient_noise_scale_recovers_known_noise() -> None:
@@ -211,12 +219,12 @@ def test_gradient_noise_scale_recovers_known_noise() -> None:
 
 
 def test_stable_rank_known_values() -> None:
-    assert dx.stable_rank(torch.eye(7)) == pytest.approx(7.0)
+    assert float_of(dx.stable_rank_tensor, torch.eye(7)) == pytest.approx(7.0)
     rank1 = torch.outer(torch.randn(5, generator=_gen(14)), torch.randn(9, generator=_gen(15)))
-    assert dx.stable_rank(rank1) == pytest.approx(1.0)
+    assert float_of(dx.stable_rank_tensor, rank1) == pytest.approx(1.0)
     w = torch.randn(30, 12, generator=_gen(16))
     expected = (w.norm() ** 2 / torch.linalg.matrix_norm(w, ord=2) ** 2).item()
-    assert dx.stable_rank(w) == pytest.approx(expected, rel=1e-5)
+    assert float_of(dx.stable_rank_tensor, w) == pytest.approx(expected, rel=1e-5)
     model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
     with torch.no_grad():
         model[0].weight.copy_(torch.eye(4))
@@ -246,7 +254,7 @@ def test_weight_drift_and_update_ratio() -> None:
 
 def test_runtime_helpers() -> None:
     assert dx.memory_stats("cpu") == {}
-    system = dx.system_stats()
+    system = dx.SystemStats()()
     assert set(system) == {"system/cpu_percent", "system/ram_gb"}
     assert system["system/ram_gb"] > 0
     assert eta_seconds(10, 100, 0.5) == pytest.approx(45.0)

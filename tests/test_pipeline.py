@@ -16,10 +16,11 @@ import pytest
 import torch
 from PIL import Image
 
+from jepa_core.common.seeds import sample_rng
 from jepa_core.config import apply_overrides, preset
 from jepa_core.data import (EvalBatches, EvalTransform, TrainBatches, TrainPlan, TrainTransform, batch_indices,
                             crop_to_tensor, datasets_for, eval_batches, mask_sampler_for, open_image_folder,
-                            random_resized_crop_box, sample_rng, train_feed_for)
+                            random_resized_crop_box, train_feed_for)
 from jepa_core.run.rundir import load_run_config
 from jepa_core.metrics.reader import read_metrics
 from jepa_core.run.trainer import Trainer

@@ -346,7 +346,7 @@ def test_masks_never_overlap_and_respect_the_configured_sizes(setup: dict[str, A
     masks = sampler.sample(batch, torch.Generator().manual_seed(seed))
     gh, gw, k = setup["grid_h"], setup["grid_w"], setup["num_targets"]
     (s0, s1), (a0, a1) = setup["target_scale"], setup["target_aspect"]
-    (cs0, cs1), (ca0, ca1) = setup["context_scale"], setup["context_aspect"]
+    (_, cs1), (ca0, ca1) = setup["context_scale"], setup["context_aspect"]
     ctx, tgt = masks.context_idx, masks.target_idx
     assert ctx.dtype == tgt.dtype == torch.int64
     assert ctx.shape[0] == tgt.shape[0] == batch and tgt.shape[1] == k

@@ -40,18 +40,16 @@ def test_every_benchmark_run_is_recorded():
     assert sorted([c.name for c in CASES] + [TINY_DEFAULT.name]) == recorded
 
 
-def test_full_length_default_run_raises_no_alert_and_learns():
+def test_full_length_default_run_raises_no_alert():
     # The default preset's whole run, at a batch size and length the thresholds were not tuned on: still no alert.
     assert doctor_main([str(TINY_DEFAULT)]) == EXIT_HEALTHY
     recorded = load_config(TINY_DEFAULT / "config.toml")
     default = preset("tiny")
     for section in ("model", "data", "masks", "optim", "ema"):  # the recording is of today's preset
         assert getattr(recorded, section) == getattr(default, section), section
-    frame = read_metrics(TINY_DEFAULT / "metrics.jsonl").scalars.dropna(subset=["linear_probe/val_acc"])
-    first, last = frame.iloc[0], frame.iloc[-1]
-    assert first["step"] == 0 and last["step"] == default.optim.steps
-    # Issue 2's bar: the trained target encoder's linear probe beats random init by at least 8 points.
-    assert last["linear_probe/val_acc"] - first["linear_probe/val_acc"] >= 0.08
+    steps = read_metrics(TINY_DEFAULT / "metrics.jsonl").scalars["step"]
+    assert steps.min() == 0 and steps.max() == default.optim.steps  # the whole run was judged
+    # Whether the preset learns is measured by training it: benchmarks/tiny_learns.py, not by a stored number.
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

@@ -342,14 +342,14 @@ def test_engine_ignores_event_rows_and_rejects_rows_without_step() -> None:
         engine.update({"step": "7", "loss": 1.0})
 
 
-def test_engine_worst_severity_should_stop_and_to_row() -> None:
+def test_engine_worst_severity_and_to_row() -> None:
     engine = RuleEngine(RulesConfig(stop_on_critical=True))
-    assert engine.worst_severity is None and not engine.should_stop
+    assert engine.worst_severity is None
     for step in range(60, 200, 10):  # a climbing update ratio: a divergence warning
         engine.update({"step": step, "health/update_ratio": 1e-3 * (1.0 if step < 120 else 20.0)})
-    assert engine.worst_severity == "warning" and not engine.should_stop
+    assert engine.worst_severity == "warning"
     fired = engine.update({"step": 200, "mask/overlap_fraction": 0.5})
-    assert engine.worst_severity == "critical" and engine.should_stop
+    assert engine.worst_severity == "critical"
     row = fired[0].to_row()
     assert row == {"step": 200, "event": "alert", "rule": "mask_leak", "severity": "critical",
                    "metric": "mask/overlap_fraction", "value": 0.5, "message": fired[0].message}

@@ -18,7 +18,6 @@ from jepa_core.metrics.sinks import (
     TensorBoardSink,
     TrackioSink,
     WandbSink,
-    make_run_logger,
 )
 from jepa_core.metrics.reader import read_metrics
 
@@ -84,7 +83,7 @@ def test_rows_reach_every_sink_and_jsonl_reads_back(tmp_path):
 
 def test_rank_nonzero_writes_and_creates_nothing(tmp_path):
     run = tmp_path / "run"
-    logger = make_run_logger(run, attempt=1, rank=1, tensorboard=True)
+    logger = MetricLogger([JsonlSink(run / "metrics.jsonl", attempt=1), TensorBoardSink(run / "tensorboard")], rank=1)
     logger.log(0, {"loss": 1.0})
     logger.alert(0, "r", "info", "loss", 1.0, "m")
     logger.flush()
@@ -135,7 +134,7 @@ def test_broken_mirror_keeps_training_and_warns_rate_limited(tmp_path, caplog):
 def test_tensorboard_events_match_jsonl(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    logger = make_run_logger(tmp_path, attempt=1, tensorboard=True)
+    logger = MetricLogger([JsonlSink(tmp_path / "metrics.jsonl", attempt=1), TensorBoardSink(tmp_path / "tensorboard")])
     for step in range(0, 30, 3):
         metrics = {"loss": 1.0 / (step + 1), "target/std_mean": 0.1 * step}
         if step == 9:

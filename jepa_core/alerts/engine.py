@@ -47,10 +47,6 @@ class RuleEngine:
     def worst_severity(self) -> str | None:
         return SEVERITIES[self._worst] if self._worst >= 0 else None
 
-    @property
-    def should_stop(self) -> bool:
-        """True once a critical alert fired and the config asks training to stop on it."""
-        return self.cfg.stop_on_critical and self.worst_severity == "critical"
 
 
 def evaluate_rows(rows: Iterable[dict], cfg: RulesConfig | None = None) -> list[Alert]:

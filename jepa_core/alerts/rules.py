@@ -8,7 +8,9 @@ signal fall (or climb) faster than it was moving. `false_comfort` is a combinati
 detection library: variance and rank collapsing at once while predictions still match the targets.
 
 The alert type and the rule plumbing live in `jepa_core.alerts.base`, the thresholds in `jepa_core.config.rules`,
-the statistics in `jepa_core.alerts.detectors`; `jepa_core.alerts.engine` runs them over a stream.
+the statistics in `jepa_core.alerts.detectors`; `jepa_core.alerts.engine` runs them over a stream. Each rule names its
+metrics next to the thresholds they go with; `jepa_core.metrics.registry` records them (`read_by`), and
+tests/test_registry.py keeps every rule's `watches` equal to that record.
 """
 
 from __future__ import annotations

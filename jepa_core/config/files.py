@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from jepa_core.common.atomic import atomic_write
 from jepa_core.config.mapping import apply_mapping, config_to_dict
 from jepa_core.config.presets import preset
 from jepa_core.config.sections import Config, ConfigError
@@ -94,4 +95,4 @@ def config_to_toml(cfg: Config) -> str:
 
 
 def save_config(cfg: Config, path: str | Path) -> None:
-    Path(path).write_text(config_to_toml(cfg), encoding="utf-8")
+    atomic_write(Path(path), config_to_toml(cfg).encode("utf-8"))  # a crash never leaves half a config.toml

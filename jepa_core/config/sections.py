@@ -167,4 +167,7 @@ class Config:
 
 
 SECTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Config))
-CADENCE_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(DiagnosticsConfig))
+# The one list of cadence keys (SPEC §6). The metric registry (jepa_core.metrics.registry, a layer above) checks its
+# groups against it; live control (control.json), validation and the notebooks' sliders accept exactly these.
+CADENCE_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(DiagnosticsConfig)
+                                      if f.name.endswith("_every_steps"))

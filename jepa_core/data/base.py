@@ -16,7 +16,6 @@ from typing import Protocol, runtime_checkable
 import torch
 
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
-HELDOUT_SEED_OFFSET = 1_000_003  # held-out shapes come from a different seed stream than training shapes
 _NORMALIZE_EPS = 0.01  # variance floor (in [0,1] units) so flat channels are not blown up into pure noise
 
 

@@ -1,7 +1,7 @@
 """Which images form each step's batch, and the batch itself: images, masks and any image that had to be skipped.
 
 `TrainBatches[s]` is a pure function of (seed, step, rank): the indices come from a seeded permutation per epoch,
-each image's crop from seeds.sample_rng(seed, step, rank, position), the masks from seeds.mask_generator(seed, step,
+each image's crop from common.seeds.sample_rng(seed, step, rank, position), the masks from common.seeds.mask_generator(seed, step,
 rank). A DataLoader worker computing it, or the training process computing it, gives the same bytes, so the number
 of workers never changes a run and a resumed run reads exactly what the uninterrupted one read.
 """
@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset as TorchDataset
 
+from jepa_core.common.seeds import epoch_permutation_seed, mask_generator, sample_rng
 from jepa_core.data.base import DataError, ImageDataset, ImageSource, UnreadableImage
-from jepa_core.data.seeds import mask_generator, sample_rng
 from jepa_core.data.transforms import DECODE_ERRORS, EvalTransform, TrainTransform
 from jepa_core.method.masks import MaskBatch, MaskSampler, leak_targets
 
@@ -28,10 +28,8 @@ Skipped = list[tuple[str, str]]  # (which image, why) for each image that could 
 
 @functools.lru_cache(maxsize=4)
 def _epoch_permutation(n: int, seed: int, epoch: int) -> torch.Tensor:
-    # Mix seed and epoch into one 63-bit generator seed (golden-ratio multiplier spreads nearby seeds apart).
     # Cached (read-only: callers slice and concatenate): a million-image permutation costs milliseconds per step.
-    mixed = (int(seed) * 0x9E3779B97F4A7C15 + int(epoch) * 0xBF58476D1CE4E5B9 + 1) % (2**63)
-    return torch.randperm(n, generator=torch.Generator().manual_seed(mixed))
+    return torch.randperm(n, generator=torch.Generator().manual_seed(epoch_permutation_seed(seed, epoch)))
 
 
 def batch_indices(n: int, batch_size: int, step: int, seed: int) -> torch.Tensor:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jepa_core.common.seeds import heldout_seed
 from jepa_core.data.base import (
-    HELDOUT_SEED_OFFSET,
     DataError,
     ImageDataset,
     ImageSource,
@@ -36,7 +36,7 @@ def build_datasets(dataset: str, path: str, img_size: int, num_classes: int, num
         if num_heldout < 0:
             raise DataError(f"data.num_heldout must be >= 0, got {num_heldout}")
         train = make_shapes(num_train, img_size, num_classes, seed)
-        heldout = make_shapes(num_heldout, img_size, num_classes, seed + HELDOUT_SEED_OFFSET)
+        heldout = make_shapes(num_heldout, img_size, num_classes, heldout_seed(seed))
         return train, heldout
     if dataset in ("folder", "npz"):
         if not path:

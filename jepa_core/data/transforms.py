@@ -2,7 +2,7 @@
 
 Training: RandomResizedCrop (torchvision's algorithm: area fraction uniform in `crop_scale`, aspect ratio log-uniform
 in `crop_ratio`, 10 tries, then a centre crop) and an optional horizontal flip; every draw comes from the numpy
-Generator the caller passes (see seeds.sample_rng), never from global state. Evaluation: the central square,
+Generator the caller passes (see common.seeds.sample_rng), never from global state. Evaluation: the central square,
 resized (no randomness). A JPEG is drafted before it is decoded: libjpeg decodes it directly at 1/2, 1/4 or 1/8 scale
 when the crop still covers at least the output size there, so a 500-px photo cropped to 32 px costs a fraction of a
 full decode. Crop and resize are one PIL call (`resize(box=...)`, antialiased bilinear).

@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from jepa_core.config import ModelConfig
+
 __all__ = [
     "sincos_pos_embed_2d",
     "VisionTransformer",
@@ -285,6 +287,17 @@ class JEPA(nn.Module):
     @property
     def num_patches(self) -> int:
         return self.context_encoder.num_patches
+
+
+def build_jepa(m: ModelConfig, seed: int) -> JEPA:
+    """The model of a run's `[model]` section, initialised from `seed` alone.
+
+    The initial weights come from torch's global generator (nn.init); it is forked here, so building a model
+    neither depends on nor changes the caller's random state."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return JEPA(m.img_size, m.patch_size, m.in_chans, m.embed_dim, m.depth, m.num_heads, m.mlp_ratio, m.pred_dim,
+                    m.pred_depth, m.pred_num_heads)
 
 
 def param_counts(model: JEPA) -> dict[str, int]:

@@ -175,3 +175,10 @@ def eta_seconds(steps_done: int, total_steps: int, seconds_per_step: float) -> f
     The trainer logs the row of its k-th update at step k (1-based), so its logged step is ``steps_done``.
     """
     return max(total_steps - steps_done, 0) * max(seconds_per_step, 0.0)
+
+
+def set_thread_count(threads: int) -> None:
+    """torch's intra-op thread count for the whole process; 0 keeps torch's default. Process-wide state: only a
+    process's entry point (`jepa train`, `jepa check`, a notebook session starting a run) calls it, never the Trainer."""
+    if threads:
+        torch.set_num_threads(threads)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from jepa_core.common.atomic import atomic_file, atomic_write
 from jepa_core.metrics.stream import encode_row
 
 CONTEXT_RGB = np.array([40, 200, 90], dtype=np.float32)  # green
@@ -153,17 +153,6 @@ def artifact_stem(name: str, step: int) -> str:
     return f"{name}_step{step:07d}"
 
 
-def _atomic_write(path: Path, write: Any) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def save_png_with_meta(directory: str | os.PathLike, name: str, step: int, image: np.ndarray,
                        meta: dict | None = None) -> Path:
     """Write `<name>_stepXXXXXXX.png` and a `.json` beside it ({"step", "kind", "width", "height", ...meta})."""
@@ -176,8 +165,9 @@ def save_png_with_meta(directory: str | os.PathLike, name: str, step: int, image
     png, sidecar = directory / f"{stem}.png", directory / f"{stem}.json"
     info = {"step": step, "kind": name, "width": int(array.shape[1]), "height": int(array.shape[0]), **(meta or {})}
     text = encode_row(info)  # strict JSON, tensors and non-finite floats handled like metric rows
-    _atomic_write(png, lambda tmp: Image.fromarray(np.ascontiguousarray(array), "RGB").save(tmp, format="PNG"))
-    _atomic_write(sidecar, lambda tmp: Path(tmp).write_text(text + "\n", encoding="utf-8"))
+    with atomic_file(png) as fh:
+        Image.fromarray(np.ascontiguousarray(array), "RGB").save(fh, format="PNG")
+    atomic_write(sidecar, (text + "\n").encode("utf-8"))
     return png
 
 

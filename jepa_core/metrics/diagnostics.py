@@ -19,13 +19,12 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
-    "to_floats", "prediction_agreement", "prediction_agreement_tensors", "representation_stats",
-    "representation_stats_tensors", "effective_rank", "effective_rank_tensor", "token_effective_rank",
-    "subsample_rows", "cov_offdiag_abs_mean", "cov_offdiag_abs_mean_tensor", "mask_stats", "mask_stats_tensors",
-    "ema_distance", "ema_distance_tensors", "target_grad_params", "flat_grad", "grad_cosine", "grad_cosine_tensor",
-    "GradientNoiseScale", "stable_rank", "stable_rank_tensor", "stable_rank_min", "stable_rank_min_tensors",
+    "to_floats", "prediction_agreement_tensors", "representation_stats_tensors", "effective_rank", "effective_rank_tensor", "token_effective_rank",
+    "subsample_rows", "cov_offdiag_abs_mean", "cov_offdiag_abs_mean_tensor", "mask_stats_tensors",
+    "ema_distance_tensors", "target_grad_params", "flat_grad", "grad_cosine_tensor",
+    "GradientNoiseScale", "stable_rank_tensor", "stable_rank_min", "stable_rank_min_tensors",
     "weight_drift_max", "weight_drift_max_tensors", "update_ratio", "update_ratio_tensors", "memory_stats",
-    "system_stats",
+    "SystemStats",
 ]
 
 # Relative threshold for a "dead" dimension: its std below this fraction of the features' RMS magnitude.
@@ -69,6 +68,7 @@ def _rows(x: Tensor, name: str) -> Tensor:
 
 @torch.no_grad()
 def prediction_agreement_tensors(pred: Tensor, target: Tensor) -> dict[str, Tensor]:
+    """MSE, MAE and mean per-token cosine between predictor output and targets (any shape [..., D])."""
     if pred.shape != target.shape:
         raise ValueError(f"prediction_agreement: pred {tuple(pred.shape)} and target {tuple(target.shape)} differ")
     p, t = _rows(pred, "pred"), _rows(target, "target")
@@ -80,13 +80,14 @@ def prediction_agreement_tensors(pred: Tensor, target: Tensor) -> dict[str, Tens
     }
 
 
-def prediction_agreement(pred: Tensor, target: Tensor) -> dict[str, float]:
-    """MSE, MAE and mean per-token cosine between predictor output and targets (any shape [..., D])."""
-    return to_floats(prediction_agreement_tensors(pred, target))
-
-
 @torch.no_grad()
 def representation_stats_tensors(feats: Tensor, prefix: str, dead_eps: float = DEFAULT_DEAD_EPS) -> dict[str, Tensor]:
+    """Norms and per-dimension spread of features [N, D] (std over samples, per dimension).
+
+    ``std_l2n`` is the per-dimension std of the L2-normalised rows, averaged over dimensions: about 1/sqrt(D) for
+    isotropic features, 0 when collapsed. A dimension is dead when its std is at most ``dead_eps`` times the RMS
+    magnitude of the features (scale-free; all-equal rows count as fully dead).
+    """
     x = _rows(feats, f"representation_stats[{prefix}]")
     norms = x.norm(dim=1)
     std = x.std(dim=0, correction=0)  # population std: defined for N = 1 and exactly 0 for identical rows
@@ -101,16 +102,6 @@ def representation_stats_tensors(feats: Tensor, prefix: str, dead_eps: float = D
         f"{prefix}/std_l2n": std_l2n,
         f"{prefix}/dead_dim_fraction": dead,
     }
-
-
-def representation_stats(feats: Tensor, prefix: str, dead_eps: float = DEFAULT_DEAD_EPS) -> dict[str, float]:
-    """Norms and per-dimension spread of features [N, D] (std over samples, per dimension).
-
-    ``std_l2n`` is the per-dimension std of the L2-normalised rows, averaged over dimensions: about 1/sqrt(D) for
-    isotropic features, 0 when collapsed. A dimension is dead when its std is at most ``dead_eps`` times the RMS
-    magnitude of the features (scale-free; all-equal rows count as fully dead).
-    """
-    return to_floats(representation_stats_tensors(feats, prefix, dead_eps))
 
 
 def _eigvalsh_or_nan(gram: Tensor) -> Tensor:
@@ -199,6 +190,11 @@ def cov_offdiag_abs_mean(feats: Tensor) -> float:
 
 @torch.no_grad()
 def mask_stats_tensors(context_idx: Tensor, target_idx: Tensor, num_patches: int) -> dict[str, Tensor]:
+    """Context / target sizes and their overlap (targets as the union of the K blocks per sample).
+
+    Counts are distinct patches per sample, averaged over the batch; ratios divide them by ``num_patches``;
+    ``overlap_fraction`` = target patches also present in the context / all target patches, over the batch.
+    """
     if context_idx.dim() != 2:
         raise ValueError(f"mask_stats: context_idx must be [B, Nc], got shape {tuple(context_idx.shape)}")
     if target_idx.dim() != 3 or target_idx.shape[0] != context_idx.shape[0]:
@@ -230,15 +226,6 @@ def mask_stats_tensors(context_idx: Tensor, target_idx: Tensor, num_patches: int
     }
 
 
-def mask_stats(context_idx: Tensor, target_idx: Tensor, num_patches: int) -> dict[str, float]:
-    """Context / target sizes and their overlap (targets as the union of the K blocks per sample).
-
-    Counts are distinct patches per sample, averaged over the batch; ratios divide them by ``num_patches``;
-    ``overlap_fraction`` = target patches also present in the context / all target patches, over the batch.
-    """
-    return to_floats(mask_stats_tensors(context_idx, target_idx, num_patches))
-
-
 def _paired_params(target: nn.Module, online: nn.Module) -> list[tuple[Tensor, Tensor]]:
     t_params, o_params = dict(target.named_parameters()), dict(online.named_parameters())
     if t_params.keys() != o_params.keys():
@@ -254,6 +241,7 @@ def _paired_params(target: nn.Module, online: nn.Module) -> list[tuple[Tensor, T
 
 @torch.no_grad()
 def ema_distance_tensors(target: nn.Module, online: nn.Module) -> dict[str, Tensor]:
+    """L2 norm of (target - online) over all parameters (paired by name), absolute and relative to |online|."""
     pairs = _paired_params(target, online)
     if not pairs:
         raise ValueError("ema_distance: the modules have no parameters")
@@ -261,11 +249,6 @@ def ema_distance_tensors(target: nn.Module, online: nn.Module) -> dict[str, Tens
     online_sq = torch.stack([_wide(o).pow(2).sum() for _, o in pairs]).sum()
     dist = diff_sq.sqrt()
     return {"ema/param_l2": dist, "ema/relative_param_l2": dist / online_sq.sqrt().clamp_min(1e-12)}
-
-
-def ema_distance(target: nn.Module, online: nn.Module) -> dict[str, float]:
-    """L2 norm of (target - online) over all parameters (paired by name), absolute and relative to |online|."""
-    return to_floats(ema_distance_tensors(target, online))
 
 
 def target_grad_params(target: nn.Module) -> int:
@@ -285,15 +268,11 @@ def flat_grad(params: Iterable[Tensor]) -> Tensor | None:
 
 @torch.no_grad()
 def grad_cosine_tensor(g_prev: Tensor, g_now: Tensor) -> Tensor:
+    """Cosine between two flattened gradients (consecutive steps: positive = consistent, negative = oscillating)."""
     a, b = _wide(g_prev.detach().reshape(-1)), _wide(g_now.detach().reshape(-1))
     if a.shape != b.shape:
         raise ValueError(f"grad_cosine: gradient sizes differ: {a.numel()} vs {b.numel()}")
     return (a @ b) / (a.norm() * b.norm()).clamp_min(1e-30)
-
-
-def grad_cosine(g_prev: Tensor, g_now: Tensor) -> float:
-    """Cosine between two flattened gradients (consecutive steps: positive = consistent, negative = oscillating)."""
-    return float(grad_cosine_tensor(g_prev, g_now).item())
 
 
 class GradientNoiseScale:
@@ -353,6 +332,7 @@ class GradientNoiseScale:
 
 @torch.no_grad()
 def stable_rank_tensor(w: Tensor) -> Tensor:
+    """||W||_F^2 / ||W||_2^2: 1 for a rank-1 matrix, n for an n x n orthogonal one."""
     if w.dim() != 2:
         raise ValueError(f"stable_rank: expected a 2-D matrix, got shape {tuple(w.shape)}")
     x = _wide(w.detach())
@@ -360,11 +340,6 @@ def stable_rank_tensor(w: Tensor) -> Tensor:
     gram = x.T @ x if x.shape[0] >= x.shape[1] else x @ x.T
     top = _eigvalsh_or_nan(gram)[-1]
     return gram.diagonal().sum() / top.clamp_min(1e-300)
-
-
-def stable_rank(w: Tensor) -> float:
-    """||W||_F^2 / ||W||_2^2: 1 for a rank-1 matrix, n for an n x n orthogonal one."""
-    return float(stable_rank_tensor(w).item())
 
 
 def _matrices(model: nn.Module) -> list[tuple[str, Tensor]]:
@@ -428,9 +403,6 @@ def update_ratio(params_before: Iterable[Tensor], params_after: Iterable[Tensor]
 # ---------------------------------------------------------------------------------------------------------------
 # Runtime and system
 
-_PROCESS: psutil.Process | None = None
-
-
 def memory_stats(device: torch.device | str) -> dict[str, float]:
     """CUDA allocator figures in GiB for a CUDA device (host-side counters, no sync); empty otherwise."""
     dev = torch.device(device)
@@ -443,11 +415,14 @@ def memory_stats(device: torch.device | str) -> dict[str, float]:
     }
 
 
-def system_stats() -> dict[str, float]:
-    """This process's CPU use since the previous call (percent of one core, can exceed 100) and RSS in GiB."""
-    global _PROCESS
-    if _PROCESS is None:
-        _PROCESS = psutil.Process()
-        _PROCESS.cpu_percent(interval=None)  # the first reading only starts the measurement window
-    return {"system/cpu_percent": float(_PROCESS.cpu_percent(interval=None)),
-            "system/ram_gb": _PROCESS.memory_info().rss / _GIB}
+class SystemStats:
+    """This process's CPU use since the previous reading (percent of one core, can exceed 100) and RSS in GiB.
+    One per owner (the trainer's instrumentation): the CPU window is the owner's, not a module-wide one."""
+
+    def __init__(self) -> None:
+        self.process = psutil.Process()
+        self.process.cpu_percent(interval=None)  # the first reading only starts the measurement window
+
+    def __call__(self) -> dict[str, float]:
+        return {"system/cpu_percent": float(self.process.cpu_percent(interval=None)),
+                "system/ram_gb": self.process.memory_info().rss / _GIB}

@@ -1,9 +1,10 @@
 """The cadence-driven hook the trainer calls after every step (SPEC §6).
 
 The trainer only ever calls ``wants_micro_grads`` / ``wants_grads`` / ``after_backward`` / ``after_step`` and logs
-what ``after_step`` returns. Metrics live in the cadence groups below (``GROUPS``): adding a metric means editing
-one group function here, never the trainer. Everything due at a step is gathered as 0-d tensors and read back
-with one ``.tolist()`` per device, so a step costs at most one host sync, and nothing when no group is due.
+what ``after_step`` returns. Metrics live in the cadence groups below (``GROUPS``, named with their cadence keys by
+``jepa_core.metrics.registry``): adding a metric means editing one group function here and registering the name
+there, never the trainer. Everything due at a step is gathered as 0-d tensors and read back with one ``.tolist()``
+per device, so a step costs at most one host sync, and nothing when no group is due.
 
 Step numbers are the trainer's logged steps (its k-th update is step k, 1-based); a group is due at step k when
 ``k % <group>_every_steps == 0``.
@@ -19,13 +20,15 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from jepa_core.common.seeds import diagnostic_generator
 from jepa_core.method.model import param_counts
 from jepa_core.method.runtime import eta_seconds
 from jepa_core.metrics import diagnostics as dx
+from jepa_core.metrics import registry
 
 __all__ = ["Instrumentation", "MetricGroup", "GROUPS", "CADENCE_KEYS"]
 
-_PRED_KEYS = ("pred/norm_mean", "pred/std_mean", "pred/dead_dim_fraction")  # the §6 subset for predictions
+_PRED_KEYS = tuple(m.name for m in registry.in_group("representation") if m.name.startswith("pred/"))  # §6 subset
 _GNS_BIG_KEY = "_gns/big_sq_norm"  # read back with the other tensors, consumed, never logged
 FIXED_PROBE_IMAGES = 8  # images in the fixed probe batch of the param-distance group
 
@@ -61,7 +64,7 @@ class StepContext:
 
     def _generator(self, salt: int) -> torch.Generator:
         # Seeded from the step, so a resumed run draws the same tokens as the uninterrupted one.
-        return torch.Generator().manual_seed(self.seed * 1_000_003 + int(self.out.step) * 2 + salt)
+        return diagnostic_generator(self.seed, int(self.out.step), salt)
 
     @functools.cached_property
     def target_rows(self) -> Tensor:
@@ -82,7 +85,7 @@ Metrics = dict[str, "Tensor | float | int"]
 @dataclass(frozen=True)
 class MetricGroup:
     name: str
-    cadence_key: str  # attribute of jepa_core.config.DiagnosticsConfig
+    cadence_key: str  # attribute of jepa_core.config.DiagnosticsConfig, from the registry
     compute: Callable[["Instrumentation", StepContext], Metrics]
 
 
@@ -107,7 +110,7 @@ def _basic(inst: Instrumentation, ctx: StepContext) -> Metrics:
         metrics["time/samples_per_second"] = out.batch_size / ctx.step_seconds
     metrics["time/eta_seconds"] = eta_seconds(int(out.step), inst.total_steps, inst.smoothed_step_seconds)
     metrics.update(dx.memory_stats(inst.device))
-    metrics.update(dx.system_stats())
+    metrics.update(inst.system_stats())
     return metrics
 
 
@@ -177,15 +180,13 @@ def _weights_health(inst: Instrumentation, ctx: StepContext) -> Metrics:
     return metrics
 
 
-GROUPS: tuple[MetricGroup, ...] = (
-    MetricGroup("basic", "basic_every_steps", _basic),
-    MetricGroup("representation", "representation_every_steps", _representation),
-    MetricGroup("covariance", "covariance_every_steps", _covariance),
-    MetricGroup("param_distance", "param_distance_every_steps", _param_distance),
-    MetricGroup("mask_check", "mask_check_every_steps", _mask_check),
-    MetricGroup("weights_health", "weights_health_every_steps", _weights_health),
-)
-CADENCE_KEYS: tuple[str, ...] = tuple(g.cadence_key for g in GROUPS)
+# The measuring function of each step group of the registry; a group without one fails here, at import.
+_MEASURE = {"basic": _basic, "representation": _representation, "covariance": _covariance,
+            "param_distance": _param_distance, "mask_check": _mask_check, "weights_health": _weights_health}
+GROUPS: tuple[MetricGroup, ...] = tuple(MetricGroup(g.name, str(g.cadence_key), _MEASURE[g.name])
+                                        for g in registry.STEP_GROUPS)
+CADENCE_KEYS: tuple[str, ...] = tuple(g.cadence_key for g in GROUPS)  # this hook's (evaluation's is the trainer's)
+_WEIGHTS_HEALTH = registry.group("weights_health").cadence_key or ""  # gradients are snapshot around its steps
 
 
 def _read_cadences(cadences: Any) -> dict[str, int]:
@@ -227,6 +228,7 @@ class Instrumentation:
             n: p.detach().to("cpu", copy=True) for n, p in _unwrap(model).context_encoder.named_parameters()
         }
         self.gns = dx.GradientNoiseScale()
+        self.system_stats = dx.SystemStats()  # this process's CPU and memory, measured since the previous reading
         self._step_time_decay = step_time_decay
         self._step_time_ema = 0.0
         self._step_time_updates = 0
@@ -268,19 +270,19 @@ class Instrumentation:
         """True when ``after_backward`` must run at ``step``: weights health is due now (gradient, update ratio)
         or at the next step (the gradient cosine needs this step's gradient as its 'previous')."""
         self._begin(step)
-        key = "weights_health_every_steps"
+        key = _WEIGHTS_HEALTH
         return self._due(key, step) or self._due(key, step + 1)
 
     def wants_micro_grads(self, step: int) -> bool:
         """True when the trainer should split the batch and report micro-batch |g|^2 (noise scale) at ``step``."""
         self._begin(step)
-        return self._due("weights_health_every_steps", step)
+        return self._due(_WEIGHTS_HEALTH, step)
 
     @torch.no_grad()
     def after_backward(self, step: int, model: Any) -> None:
         """Snapshot gradients (and, at a due step, the parameters before the optimiser moves them)."""
         self._begin(step)
-        key = "weights_health_every_steps"
+        key = _WEIGHTS_HEALTH
         params = _trainable(_online(model))
         grad = dx.flat_grad(params)
         if self._due(key, step):

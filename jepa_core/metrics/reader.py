@@ -13,7 +13,6 @@ never depends on the fast path.
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 import re
@@ -377,20 +376,16 @@ def read_metrics(path: str | os.PathLike, chunk_bytes: int = READ_CHUNK_BYTES) -
     path = Path(path)
     scan = _Scan()
     size = path.stat().st_size
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # each chunk makes many short-lived objects; collections would only rescan them
-    try:
-        for data, end in _blocks(path, chunk_bytes):
-            if end < 0:
-                scan.add_tail(data)
-                continue
-            if scan.lines == 0:  # size the columns from the first block's line density
-                scan.columns.grow(int(size * data.count(b"\n", 0, end) / end * 1.1) + 64)
-            scan.add_block(data, end)
-            del data  # free this block before reading the next one
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+    # The garbage collector stays as the caller set it: turning it off here (it was) changed the whole process,
+    # a marimo kernel with a training thread included, and measured no faster (6.5 MB: 0.021 s either way).
+    for data, end in _blocks(path, chunk_bytes):
+        if end < 0:
+            scan.add_tail(data)
+            continue
+        if scan.lines == 0:  # size the columns from the first block's line density
+            scan.columns.grow(int(size * data.count(b"\n", 0, end) / end * 1.1) + 64)
+        scan.add_block(data, end)
+        del data  # free this block before reading the next one
     return scan.table()
 
 

@@ -310,17 +310,3 @@ class MetricLogger:
 
 def _is_canonical(sink: Sink) -> bool:
     return bool(getattr(sink, "canonical", False))
-
-
-def make_run_logger(run_dir: str | os.PathLike, attempt: int, rank: int = 0, tensorboard: bool = True,
-                    purge_step: int | None = None, jsonl: bool = True, extra_sinks: list[Sink] | None = None,
-                    warn_every_seconds: float = 60.0) -> MetricLogger:
-    """The standard logger for a run directory (SPEC §4): metrics.jsonl plus tensorboard/ when enabled."""
-    run_dir = Path(run_dir)
-    sinks: list[Sink] = []
-    if jsonl:
-        sinks.append(JsonlSink(run_dir / "metrics.jsonl", attempt=attempt))
-    if tensorboard:
-        sinks.append(TensorBoardSink(run_dir / "tensorboard", purge_step=purge_step))
-    sinks.extend(extra_sinks or [])
-    return MetricLogger(sinks, rank=rank, warn_every_seconds=warn_every_seconds)

@@ -8,14 +8,14 @@ into it), so applying what `poll` returns is idempotent.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
-import tempfile
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from jepa_core.common.atomic import write_json_atomic
+from jepa_core.config import CADENCE_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -27,19 +27,11 @@ class ControlError(ValueError):
     """A control change or control file that does not validate; the message names the key."""
 
 
-@lru_cache(maxsize=1)
-def cadence_keys() -> tuple[str, ...]:
-    """The `*_every_steps` fields of `jepa_core.config.DiagnosticsConfig` (imported late: no import cycle)."""
-    from jepa_core.config import DiagnosticsConfig
-
-    return tuple(f.name for f in dataclasses.fields(DiagnosticsConfig) if f.name.endswith("_every_steps"))
-
-
 def validate_control(changes: dict[str, Any], source: str = "control") -> dict[str, Any]:
     """Return the changes if every key is known and every value valid; raise ControlError naming the key."""
     if not isinstance(changes, dict):
         raise ControlError(f"{source}: expected a JSON object, got {type(changes).__name__}")
-    valid = cadence_keys()
+    valid = CADENCE_KEYS  # the config's one list: the cadences a run has are the ones it can change live
     for key, value in changes.items():
         if key == STOP_KEY:
             if type(value) is not bool:
@@ -83,15 +75,7 @@ def write_control(run_dir: str | os.PathLike, **changes: Any) -> dict[str, Any]:
         log.warning("%s; replacing it", exc)
         state = {}
     state.update(changes)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".control.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(state, handle, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json_atomic(path, state)  # a trainer polling the file never reads half of it
     return state
 
 

@@ -10,6 +10,7 @@ them to the device.
 from __future__ import annotations
 
 import contextlib
+import copy
 import sys
 import threading
 import time
@@ -21,19 +22,19 @@ import torch
 from jepa_core.alerts.engine import RuleEngine
 from jepa_core.common.atomic import atomic_file, remove_stale_temp_files
 from jepa_core.common.console import format_console_line, terminal_safe
-from jepa_core.config import Config, DiagnosticsConfig, config_to_dict
+from jepa_core.common.seeds import mask_generator
+from jepa_core.config import CADENCE_KEYS, Config, DiagnosticsConfig, config_to_dict
 from jepa_core.data import (
     Batch,
     ImageDataset,
     datasets_for,
     epoch_of_step,
-    mask_generator,
     normalize_images,
     train_feed_for,
 )
 from jepa_core.method.ema import ema_momentum
 from jepa_core.method.masks import MaskBatch
-from jepa_core.method.model import JEPA
+from jepa_core.method.model import build_jepa
 from jepa_core.method.runtime import (
     CompileWarmup,
     PhaseTimer,
@@ -84,7 +85,7 @@ from jepa_core.run.validation import validate_config
 MetricsCallback = Callable[[int, dict], None]
 CONTROL_SYNC_EVERY = 10  # under DDP, rank 0 shares control-file changes and stop decisions this often
 SKIP_WARNINGS = 20  # unreadable images named one by one on stderr; after that only counted (data/skipped_images)
-step_generator = mask_generator  # the mask randomness of (seed, step, rank): see jepa_core/data/seeds.py
+step_generator = mask_generator  # the mask randomness of (seed, step, rank): see jepa_core/common/seeds.py
 
 
 def next_attempt(metrics_path: Path) -> int:
@@ -98,14 +99,11 @@ class Trainer:
     def __init__(self, cfg: Config, run_dir: str | Path | None = None, resume: bool = False,
                  quiet: bool = False, progress: bool | None = None, profile_steps: tuple[int, int] | None = None):
         self._created = time.time()  # control-file requests older than this were meant for an earlier attempt
-        validate_config(cfg)
-        self.cfg = cfg
+        # The trainer's own copy: resuming, a run_dir or a live cadence change edit it, never the caller's config.
+        self.cfg = cfg = copy.deepcopy(validate_config(cfg))
         self.quiet = quiet
         self.dist = distributed.context()
-        if cfg.runtime.num_threads:
-            torch.set_num_threads(cfg.runtime.num_threads)
         self.device = resolve_device(cfg.runtime.device, self.dist.local_rank)
-        m = cfg.model
         self.train_set, self.heldout = datasets_for(cfg)  # folder / npz: listed or mapped, no pixels read yet
         # This rank's batches, read by cfg.data.num_workers processes once the first one is asked for.
         self.feed = train_feed_for(cfg, self.train_set, self.dist.rank, self.dist.world_size,
@@ -113,9 +111,7 @@ class Trainer:
         self.streamed = not isinstance(self.train_set, ImageDataset)
         self.skipped_images = 0  # unreadable images replaced in the batches trained on so far (this rank)
 
-        torch.manual_seed(cfg.runtime.seed)
-        self.model = JEPA(m.img_size, m.patch_size, m.in_chans, m.embed_dim, m.depth, m.num_heads, m.mlp_ratio,
-                          m.pred_dim, m.pred_depth, m.pred_num_heads).to(self.device)
+        self.model = build_jepa(cfg.model, cfg.runtime.seed).to(self.device)
         extra = []
         if cfg.faults.target_gradients:
             # In the optimizer from the start (resume-safe state layout); they require a grad only once the fault
@@ -410,7 +406,7 @@ class Trainer:
         if not changes:
             return
         cadences = {k: v for k, v in changes.items()
-                    if k.endswith("_every_steps") and getattr(self.cfg.diagnostics, k) != v}
+                    if k in CADENCE_KEYS and getattr(self.cfg.diagnostics, k) != v}
         if cadences:
             for key, value in cadences.items():
                 setattr(self.cfg.diagnostics, key, value)

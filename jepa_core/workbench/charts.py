@@ -1,8 +1,9 @@
 """Data shaping and Altair chart builders for the notebooks (SPEC §6, §7, §9).
 
 Everything a notebook draws is shaped here so it can be unit-tested: TensorBoard's debiased EMA
-smoothing, min/max bucketing (spikes survive downsampling), alignment of several runs on step,
-long-form frames, and one chart builder per view. Every builder bounds the rows of each dataset it
+smoothing, min/max bucketing (spikes survive downsampling), several runs overlaid on one axis,
+long-form frames, and one chart builder per view. Which metric goes in which chart is
+jepa_core.metrics.registry's. Every builder bounds the rows of each dataset it
 embeds (``ROWS_PER_DATASET``), so no chart trips Altair's 5,000-row default or marimo's output
 caps however long the run is.
 """
@@ -18,6 +19,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from jepa_core.metrics import registry
+from jepa_core.metrics.stream import ALERT_COLUMNS
+
 # Below Altair's default max_rows (5,000), so charts render anywhere without disabling the guard.
 ROWS_PER_DATASET = 4500
 DEFAULT_MAX_POINTS = 1000
@@ -26,36 +30,14 @@ MAX_ALERT_MARKS = 200
 SHOW_POINTS_BELOW = 60  # series this short get point marks on their line
 SEVERITY_COLOURS = {"info": "#4c78a8", "warning": "#f58518", "critical": "#e45756"}
 
-# §6 metric groups, in display order. "run facts" are shown in run summaries, not charted.
-METRIC_GROUPS: dict[str, tuple[str, ...]] = {
-    "optimisation": ("loss", "lr", "wd", "grad_norm", "global_batch_size", "epoch"),
-    "prediction": ("pred_target/mse", "pred_target/mae", "pred_target/cosine"),
-    "target representation": (
-        "target/norm_mean", "target/norm_std", "target/std_mean", "target/std_min",
-        "target/std_l2n", "target/dead_dim_fraction", "target/effective_rank",
-        "target/token_effective_rank", "target/cov_offdiag_abs_mean",
-    ),
-    "prediction representation": (
-        "pred/norm_mean", "pred/std_mean", "pred/dead_dim_fraction", "pred/effective_rank",
-    ),
-    "mask": (
-        "mask/context_count", "mask/target_count", "mask/context_ratio", "mask/target_ratio",
-        "mask/overlap_fraction",
-    ),
-    "EMA": ("ema_tau", "ema/param_l2", "ema/relative_param_l2", "ema/target_grad_params"),
-    "optimisation health": (
-        "health/grad_cosine_prev", "health/gns", "health/stable_rank_min",
-        "health/weight_drift_max", "health/update_ratio",
-    ),
-    "runtime": (
-        "time/step_seconds", "time/data_seconds", "time/samples_per_second", "time/eta_seconds",
-        "memory/cuda_allocated_gb", "memory/cuda_reserved_gb", "memory/cuda_peak_gb",
-        "system/cpu_percent", "system/ram_gb",
-    ),
-    "evaluation": ("knn/accuracy", "linear_probe/train_acc", "linear_probe/val_acc"),
-}
-EVAL_METRICS = METRIC_GROUPS["evaluation"]
-THROUGHPUT_METRICS = ("time/samples_per_second", "time/step_seconds", "time/data_seconds")
+# §6 metric groups, in display order, as the metric registry places them. "Run facts" are shown in run summaries,
+# not charted.
+METRIC_GROUPS: dict[str, tuple[str, ...]] = {panel: registry.shown_in("group", panel)
+                                             for panel in registry.panels("group")}
+EVAL_METRICS = registry.shown_in("eval")
+THROUGHPUT_METRICS = registry.shown_in("throughput")
+# The alert table shows the stream's alert columns (SPEC §5) with the severity first and without the attempt.
+ALERT_TABLE_COLUMNS = ("step", "severity", *(c for c in ALERT_COLUMNS if c not in ("step", "attempt", "severity")))
 
 
 @dataclass(frozen=True)
@@ -72,20 +54,18 @@ class Signal:
     rule_words: tuple[str, ...]
 
 
+def _signal(key: str, title: str, rule_words: tuple[str, ...]) -> Signal:
+    """A panel of the early-warning view; which metrics it plots, in which order, is the registry's."""
+    return Signal(key, title, registry.shown_in("signal", key), rule_words)
+
+
 EARLY_WARNING_SIGNALS: tuple[Signal, ...] = (
-    Signal("variance", "Variance collapse / false comfort",
-           ("target/std_mean", "target/std_l2n", "pred_target/cosine"),
-           ("variance", "comfort")),
-    Signal("dead", "Dead dimensions", ("target/dead_dim_fraction", "pred/dead_dim_fraction"),
-           ("dead",)),
-    Signal("rank", "Rank collapse", ("target/effective_rank", "target/token_effective_rank"),
-           ("rank",)),
-    Signal("leak", "Mask leak / target gradients",
-           ("mask/overlap_fraction", "ema/target_grad_params"), ("leak", "target_grad")),
-    Signal("ema", "EMA stalled / runaway / schedule", ("ema/relative_param_l2", "ema_tau"),
-           ("ema",)),
-    Signal("divergence", "Divergence / not learning / non-finite", ("loss", "grad_norm"),
-           ("diverg", "learning", "finite")),
+    _signal("variance", "Variance collapse / false comfort", ("variance", "comfort")),
+    _signal("dead", "Dead dimensions", ("dead",)),
+    _signal("rank", "Rank collapse", ("rank",)),
+    _signal("leak", "Mask leak / target gradients", ("leak", "target_grad")),
+    _signal("ema", "EMA stalled / runaway / schedule", ("ema",)),
+    _signal("divergence", "Divergence / not learning / non-finite", ("diverg", "learning", "finite")),
 )
 
 
@@ -182,7 +162,7 @@ def alerts_of(table: Any) -> pd.DataFrame:
     frame = getattr(table, "alerts", None)
     if isinstance(frame, pd.DataFrame):
         return frame
-    return pd.DataFrame(columns=["step", "attempt", "rule", "severity", "metric", "value", "message"])
+    return pd.DataFrame(columns=list(ALERT_COLUMNS))
 
 
 def metric_series(scalars: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -236,18 +216,6 @@ def long_frame(scalars: pd.DataFrame, metrics: Iterable[str], smoothing: float =
     return pd.concat(parts, ignore_index=True)
 
 
-def align_runs(tables: Mapping[str, Any], metric: str) -> pd.DataFrame:
-    """Several runs' values of one metric side by side: index step, one column per run (outer join)."""
-    columns = {}
-    for name, table in tables.items():
-        series = metric_series(scalars_of(table), metric)
-        # Several rows at one step (e.g. a metric re-logged) keep the last value.
-        columns[name] = series.groupby("step")["value"].last()
-    if not columns:
-        return pd.DataFrame()
-    return pd.DataFrame(columns).sort_index()
-
-
 def overlay_frame(tables: Mapping[str, Any], metric: str, smoothing: float = 0.0,
                   max_points: int = DEFAULT_MAX_POINTS,
                   row_budget: int = ROWS_PER_DATASET) -> pd.DataFrame:
@@ -279,7 +247,7 @@ def alerts_for_signal(alerts: pd.DataFrame, signal: Signal) -> pd.DataFrame:
 def alert_table(table: Any) -> pd.DataFrame:
     """Alerts for display: step, severity, rule, metric, value, message (strings kept as text)."""
     alerts = alerts_of(table)
-    cols = [c for c in ("step", "severity", "rule", "metric", "value", "message") if c in alerts.columns]
+    cols = [c for c in ALERT_TABLE_COLUMNS if c in alerts.columns]
     return alerts.loc[:, cols].reset_index(drop=True)
 
 

@@ -20,8 +20,9 @@ import pandas as pd
 
 from jepa_core.alerts.base import SEVERITIES, Alert
 from jepa_core.alerts.engine import RuleEngine
-from jepa_core.common.console import json_terminal_safe, terminal_safe
+from jepa_core.common.console import format_duration, json_terminal_safe, terminal_safe
 from jepa_core.config import RulesConfig
+from jepa_core.metrics import registry
 from jepa_core.metrics.reader import MetricsTable, read_metrics
 from jepa_core.metrics.stream import encode_row, iter_rows
 from jepa_core.run import status as run_words
@@ -29,20 +30,8 @@ from jepa_core.run import status as run_words
 __all__ = ["KEY_METRICS", "DoctorReport", "UnreadableRunError", "diagnose", "format_report", "doctor_main",
            "resolve_metrics_path"]
 
-# The early-warning signals a reader wants to see moving (or not) at a glance, in display order.
-KEY_METRICS: tuple[str, ...] = (
-    "loss",
-    "grad_norm",
-    "target/std_mean",
-    "target/std_l2n",
-    "target/effective_rank",
-    "target/token_effective_rank",
-    "target/dead_dim_fraction",
-    "pred_target/cosine",
-    "ema/relative_param_l2",
-    "ema_tau",
-    "mask/overlap_fraction",
-)
+# The early-warning signals a reader wants to see moving (or not) at a glance, in display order: the registry's.
+KEY_METRICS: tuple[str, ...] = registry.shown_in("doctor")
 FLAT_BAND = 0.1  # a relative change within +-10% between first and last reading reads as "flat"
 EXIT_HEALTHY, EXIT_ALERTS, EXIT_UNREADABLE = 0, 1, 2
 
@@ -219,15 +208,6 @@ def _num(x: float | None) -> str:
     return f"{x:.4g}"
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return "unknown"
-    total = int(round(max(0.0, seconds)))
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
-
-
 def format_report(report: DoctorReport) -> str:
     """Human-readable verdict, key metrics table and every alert with its runbook line.
 
@@ -247,7 +227,7 @@ def format_report(report: DoctorReport) -> str:
              f"{km.get('torn_lines', 0)} torn, {km.get('bad_lines', 0)} bad lines)"]
     if tp.get("samples_per_second_last") is not None or tp.get("eta_seconds_last") is not None:
         # An ETA only means something while the run can still go on.
-        eta = f", ETA {_duration(tp.get('eta_seconds_last'))}" if report.status in run_words.LIVE else ""
+        eta = f", ETA {format_duration(tp.get('eta_seconds_last'))}" if report.status in run_words.LIVE else ""
         lines.append(f"throughput {_num(tp.get('samples_per_second_last'))} samples/s (median "
                      f"{_num(tp.get('samples_per_second_median'))}){eta}")
     metrics = km.get("metrics", {})

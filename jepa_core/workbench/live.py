@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from jepa_core.metrics.stream import ALERT_COLUMNS
 from jepa_core.run.status import LIVE
 from jepa_core.workbench.runs import run_info
 
-_ALERT_COLUMNS = ("step", "attempt", "rule", "severity", "metric", "value", "message")
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,9 @@ class LiveRun:
             new = new.loc[:, [c for c in new.columns if new[c].dtype.kind in "iufb"]]
             scalars = pd.concat([scalars, new], ignore_index=True) if len(scalars) else new
         if alert_rows:
-            new_alerts = pd.DataFrame([{**{c: r.get(c) for c in _ALERT_COLUMNS}, "attempt": r.get("attempt", 0)}
+            new_alerts = pd.DataFrame([{**{c: r.get(c) for c in ALERT_COLUMNS}, "attempt": r.get("attempt", 0)}
                                        for r in alert_rows],
-                                      columns=list(_ALERT_COLUMNS))
+                                      columns=list(ALERT_COLUMNS))
             alerts = pd.concat([alerts, new_alerts], ignore_index=True) if len(alerts) else new_alerts
         if update.purge_from_step is not None:
             scalars = apply_resume_purge(scalars).reset_index(drop=True)
@@ -95,4 +95,4 @@ def _empty_scalars() -> pd.DataFrame:
 
 
 def _empty_alerts() -> pd.DataFrame:
-    return pd.DataFrame(columns=list(_ALERT_COLUMNS))
+    return pd.DataFrame(columns=list(ALERT_COLUMNS))

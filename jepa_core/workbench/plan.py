@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from jepa_core.config import Config, apply_overrides, preset
+from jepa_core.config import CADENCE_KEYS, Config, apply_overrides, preset
 from jepa_core.run.validation import validate_config
 
 
@@ -26,7 +26,7 @@ class Plan:
 
     @property
     def cadences(self) -> dict[str, int]:
-        return {k: int(v) for k, v in vars(self.cfg.diagnostics).items() if k.endswith("_every_steps")}
+        return {k: int(getattr(self.cfg.diagnostics, k)) for k in CADENCE_KEYS}
 
     def fresh_config(self) -> Config:
         """A private copy for one trainer: a trainer edits its config (cadence changes) while it runs."""

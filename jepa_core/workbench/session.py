@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from jepa_core.config import ConfigError
 from jepa_core.data import DataError
+from jepa_core.method.runtime import set_thread_count
 from jepa_core.run import status as words
 from jepa_core.run.checkpoint import CheckpointError
 from jepa_core.run.control import write_control
@@ -252,6 +253,7 @@ class TrainingSession:
             if trainer is None:
                 cfg = plan.fresh_config()
                 cfg.logging.progress_bar = False
+                set_thread_count(cfg.runtime.num_threads)  # the notebook's kernel runs the trainer: it asked for it
                 trainer = Trainer(cfg, quiet=True, progress=False)
                 with self._lock:
                     self._trainer = trainer
