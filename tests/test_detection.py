@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from jepa_core.method.faults import step_faults
 from jepa_core.run.checkpoint import latest_checkpoint, load_checkpoint
 from jepa_core.config import apply_overrides, preset
 from jepa_core.metrics.stream import iter_rows
@@ -104,8 +105,8 @@ def test_collapse_weight_applies_only_from_start_step(tmp_path):
     cfg = apply_overrides(preset("tiny"), SMALL + [f"logging.runs_dir={json.dumps(str(tmp_path))}",
                                                    "faults.collapse_weight=2.0"])
     trainer = Trainer(cfg, run_dir=tmp_path / "run", quiet=True)
-    assert trainer.settings(FAULT_STEP - 1).collapse_weight == 0.0
-    assert trainer.settings(FAULT_STEP).collapse_weight == 2.0
+    assert step_faults(trainer.cfg.faults, FAULT_STEP - 1).collapse_weight == 0.0
+    assert step_faults(trainer.cfg.faults, FAULT_STEP).collapse_weight == 2.0
     trainer.close()
 
 

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from jepa_core.method.noise_scale import backward_for
 from jepa_core.config import DiagnosticsConfig
 from jepa_core.method.ema import ema_update_
 from jepa_core.metrics.instrument import CADENCE_KEYS, Instrumentation
@@ -204,10 +205,10 @@ def test_with_the_real_training_step() -> None:
     for step in (1, 2, 3):
         images = torch.randn(8, 3, 16, 16, generator=gen)
         masks = sampler.sample(8, gen)
-        settings = step_mod.StepSettings(lr=1e-3, wd=0.04, ema_tau=0.99,
-                                         micro_batches=2 if inst.wants_micro_grads(step) else 1)
+        settings = step_mod.StepSettings(lr=1e-3, wd=0.04, ema_tau=0.99)
         hook = (lambda s=step: inst.after_backward(s, model)) if inst.wants_grads(step) else None
-        out = step_mod.train_step(step, online, model, optimizer, images, masks, settings, 8, after_backward=hook)
+        out = step_mod.train_step(step, online, model, optimizer, images, masks, settings, 8, after_backward=hook,
+                                  backward=backward_for(inst.wants_micro_grads(step), 2, online, distributed=False))
         metrics = inst.after_step(out, model, 0.1, 0.0)
     # health/gns is reported only once its smoothed estimates are positive, which 3 noisy steps may not reach.
     assert set(metrics) - {"health/gns"} == set().union(*GROUP_KEYS.values()) - {"health/gns"}

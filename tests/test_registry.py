@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from jepa_core.method.noise_scale import backward_for
 from jepa_core.alerts.base import Alert
 from jepa_core.alerts.rules import build_rules
 from jepa_core.common import console
@@ -53,12 +54,12 @@ def test_a_real_training_step_emits_each_due_group_exactly_as_registered() -> No
     gen = torch.Generator().manual_seed(0)
     for step in range(1, 7):
         images = torch.randn(8, 3, 16, 16, generator=gen)
-        settings = step_mod.StepSettings(lr=1e-3, wd=0.04, ema_tau=0.99,
-                                         micro_batches=2 if inst.wants_micro_grads(step) else 1)
+        settings = step_mod.StepSettings(lr=1e-3, wd=0.04, ema_tau=0.99)
         hook = (lambda s=step: inst.after_backward(s, model)) if inst.wants_grads(step) else None
         timer = PhaseTimer(torch.device("cpu"))
         out = step_mod.train_step(step, online, model, optimizer, images, sampler.sample(8, gen), settings, 8,
-                                  after_backward=hook, timer=timer)
+                                  after_backward=hook, timer=timer, backward=backward_for(
+                                      inst.wants_micro_grads(step), 2, online, distributed=False))
         due = inst.due_groups(step)
         metrics = inst.after_step(out, model, 0.1, 0.0)
         assert set(metrics) <= NAMES, f"step {step}: unregistered {sorted(set(metrics) - NAMES)}"

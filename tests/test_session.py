@@ -14,7 +14,8 @@ import pytest
 from jepa_core.run import status as words
 from jepa_core.metrics.stream import iter_rows
 from jepa_core.workbench.plan import Plan, plan_from_form
-from jepa_core.workbench.session import IDLE, SessionView, TrainingSession
+from jepa_core.workbench.session import TrainingSession
+from jepa_core.workbench.view import IDLE, SessionView
 
 # Seconds per run on a CPU: small data, no evaluation before the end, no artifacts or TensorBoard.
 TINY = {"data.num_train": 256, "data.num_heldout": 256, "optim.steps": 30, "optim.batch_size": 16,

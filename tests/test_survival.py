@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 import torch
 
-from jepa_core.metrics import diagnostics as dx
+from jepa_core.metrics import representation, weights_health
 from jepa_core.run.checkpoint import find_resume_checkpoint, save_checkpoint, verify_checkpoint
 from jepa_core.run.lock import RunLock, RunLockedError, lock_holder
 from jepa_core.run.rundir import load_run_config
@@ -74,8 +74,8 @@ def test_diverging_run_stops_as_diverged_with_nan_rows_and_a_critical_alert(tmp_
 def test_rank_diagnostics_read_nan_instead_of_raising(values):
     w = torch.full((12, 8), values, dtype=torch.float64)
     w[0, 0] = 1.0
-    assert math.isnan(float(dx.stable_rank_tensor(w)))
-    assert math.isnan(float(dx.effective_rank_tensor(w)))
+    assert math.isnan(float(weights_health.stable_rank_tensor(w)))
+    assert math.isnan(float(representation.effective_rank_tensor(w)))
 
 
 def test_a_diagnostic_group_that_raises_is_skipped_and_logged(tmp_path, monkeypatch):

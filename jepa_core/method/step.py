@@ -22,8 +22,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from jepa_core.method.ema import ema_update_
+from jepa_core.method.faults import HEALTHY, StepFaults
 from jepa_core.method.masks import MaskBatch
 from jepa_core.method.model import JEPA, select_targets
+from jepa_core.method.noise_scale import Backward, full_batch_backward
 from jepa_core.method.runtime import PhaseTimer
 
 
@@ -55,11 +57,6 @@ class StepSettings:
     ema_tau: float
     loss: str = "smooth_l1"
     grad_clip: float = 1.0
-    micro_batches: int = 1  # > 1 only at the noise-scale cadence (single process)
-    rank_grad_norms: bool = False  # under DDP at the noise-scale cadence: each rank's gradient is a small batch
-    update_target: bool = True  # False reproduces a frozen target encoder
-    target_gradients: bool = False  # fault: targets keep their graph
-    collapse_weight: float = 0.0  # fault: pull context features to the batch mean
 
 
 class OnlineNetwork(nn.Module):
@@ -91,63 +88,14 @@ def regression_loss(pred: torch.Tensor, target: torch.Tensor, kind: str) -> torc
 
 
 def _forward_loss(online: nn.Module, target_encoder: nn.Module, images: torch.Tensor, masks: MaskBatch,
-                  s: StepSettings):
-    """(objective to differentiate, regression loss to log, pred, target, target tokens).
-
-    They are one tensor unless the collapse fault is on: its penalty shapes the gradient, as a real collapse's
-    cause would, but is no part of the regression loss a user watches (SPEC §8), so it never reaches the log."""
-    tokens, normed = target_features(target_encoder, images, track_grad=s.target_gradients)
+                  s: StepSettings, faults: StepFaults):
+    """(objective to differentiate, regression loss to log, pred, target, target tokens): one tensor twice unless a
+    fault adds to the objective (it never reaches the logged loss)."""
+    tokens, normed = target_features(target_encoder, images, track_grad=faults.target_gradients)
     target = select_targets(normed, masks.target_idx)
     pred, z = online(images, masks.context_idx, masks.target_idx)
     loss = regression_loss(pred.float(), target.float(), s.loss)
-    objective = loss
-    if s.collapse_weight > 0:
-        # Shrinks the spread of context features; the EMA carries the collapse into the target encoder.
-        spread = (z.float() - z.float().mean(dim=(0, 1), keepdim=True)).pow(2).mean()
-        objective = loss + s.collapse_weight * spread
-    return objective, loss, pred, target, tokens
-
-
-def _split(images: torch.Tensor, masks: MaskBatch, parts: int):
-    for imgs, ctx, tgt in zip(images.chunk(parts), masks.context_idx.chunk(parts), masks.target_idx.chunk(parts)):
-        yield imgs, MaskBatch(context_idx=ctx, target_idx=tgt)
-
-
-def _micro_batch_backward(online, target_encoder, images, masks, s, params, autocast):
-    """Gradient of the full batch as the mean of micro-batch gradients, keeping each micro-batch's |g|^2."""
-    losses, preds, targets, token_list, sq_norms = [], [], [], [], []
-    total = [torch.zeros_like(p) for p in params]
-    for imgs, m in _split(images, masks, s.micro_batches):
-        with autocast():
-            objective, loss, pred, target, tokens = _forward_loss(online, target_encoder, imgs, m, s)
-        grads = torch.autograd.grad(objective, params, allow_unused=True)
-        grads = [torch.zeros_like(p) if g is None else g for g, p in zip(grads, params)]
-        sq_norms.append(torch.stack([g.float().pow(2).sum() for g in grads]).sum())
-        torch._foreach_add_(total, grads)
-        losses.append(loss.detach())
-        preds.append(pred.detach())
-        targets.append(target.detach())
-        token_list.append(tokens.detach())
-    for p, g in zip(params, total):
-        p.grad = g / s.micro_batches
-    return (torch.stack(losses).mean(), torch.cat(preds), torch.cat(targets), torch.cat(token_list),
-            torch.stack(sq_norms).tolist())
-
-
-def _average_rank_gradients(params: list[nn.Parameter]) -> list[float]:
-    """After a backward without DDP's all-reduce: read each rank's |g|^2, then average the gradients by hand."""
-    import torch.distributed as dist
-
-    grads = [p.grad for p in params if p.grad is not None]
-    local = torch.stack([g.float().pow(2).sum() for g in grads]).sum().reshape(1)
-    gathered = [torch.zeros_like(local) for _ in range(dist.get_world_size())]
-    dist.all_gather(gathered, local)
-    flat = torch._utils._flatten_dense_tensors(grads)
-    dist.all_reduce(flat)
-    flat /= dist.get_world_size()
-    for g, averaged in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
-        g.copy_(averaged)
-    return torch.cat(gathered).tolist()
+    return faults.objective(loss, z), loss, pred, target, tokens
 
 
 def _set_hyperparameters(optimizer: torch.optim.Optimizer, lr: float, wd: float) -> None:
@@ -170,32 +118,25 @@ def train_step(
     after_backward: Callable[[], None] | None = None,
     target_encoder: nn.Module | None = None,
     timer: PhaseTimer | None = None,
+    faults: StepFaults = HEALTHY,
+    backward: Backward = full_batch_backward,
 ) -> StepOutput:
     """One update. `target_encoder` defaults to `model.target_encoder` (a compiled wrapper of it may be passed);
-    `timer`, when given, is marked after each phase."""
+    `timer`, when given, is marked after each phase; `faults` (SPEC §8, jepa_core.method.faults) only in the
+    detection benchmark's planted failures; `backward` measures the gradient noise scale at its cadence
+    (jepa_core.method.noise_scale) and leaves the same gradient up to rounding."""
     target_encoder = model.target_encoder if target_encoder is None else target_encoder
     _set_hyperparameters(optimizer, s.lr, s.wd)
-    if s.target_gradients:  # fault: the target's parameters train from now on (the optimizer already holds them)
-        model.target_encoder.requires_grad_(True)
+    faults.prepare(model)
     # Only parameters that train now: before that fault begins, its target parameters sit idle in the optimizer.
     params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
     optimizer.zero_grad(set_to_none=True)
-    micro = None
-    if s.micro_batches > 1:
-        loss, pred, target, tokens, micro = _micro_batch_backward(online, target_encoder, images, masks, s, params,
-                                                                  autocast)
-    elif s.rank_grad_norms:
-        with online.no_sync():  # the forward too: DDP decides at forward time whether backward all-reduces
-            with autocast():
-                objective, loss, pred, target, tokens = _forward_loss(online, target_encoder, images, masks, s)
-            objective.backward()
-        micro = _average_rank_gradients(params)
-        loss = loss.detach()
-    else:
+
+    def forward(imgs: torch.Tensor, m: MaskBatch):
         with autocast():
-            objective, loss, pred, target, tokens = _forward_loss(online, target_encoder, images, masks, s)
-        objective.backward()
-        loss = loss.detach()
+            return _forward_loss(online, target_encoder, imgs, m, s, faults)
+
+    result = backward(forward, images, masks, params)
     if timer is not None:
         timer.mark("forward_backward")
     if after_backward is not None:
@@ -206,12 +147,13 @@ def train_step(
     grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
     # Under DDP a rank's non-finite loss makes the all-reduced gradient, hence every rank's norm, non-finite too:
     # every rank takes the same decision at the same step.
+    loss = result.loss
     finite = bool(torch.isfinite(loss).logical_and(torch.isfinite(grad_norm)))
     if finite:
         optimizer.step()
     if timer is not None:
         timer.mark("optimizer")
-    if finite and s.update_target:
+    if finite and faults.update_target:
         ema_update_(model.target_encoder, model.context_encoder, s.ema_tau)
     if timer is not None:
         timer.mark("ema")
@@ -225,11 +167,11 @@ def train_step(
         ema_tau=s.ema_tau,
         context_idx=masks.context_idx,
         target_idx=masks.target_idx,
-        pred=pred.detach(),
-        target=target.detach(),
-        target_tokens=tokens.detach(),
-        micro_grad_sq_norms=micro,
-        micro_batch_size=images.shape[0] // s.micro_batches if micro else None,  # per rank under DDP
+        pred=result.pred.detach(),
+        target=result.target.detach(),
+        target_tokens=result.tokens.detach(),
+        micro_grad_sq_norms=result.small_batch_sq_norms,
+        micro_batch_size=result.small_batch_size,
         finite=finite,
     )
 

@@ -1,10 +1,11 @@
 """The cadence-driven hook the trainer calls after every step (SPEC §6).
 
 The trainer only ever calls ``wants_micro_grads`` / ``wants_grads`` / ``after_backward`` / ``after_step`` and logs
-what ``after_step`` returns. Metrics live in the cadence groups below (``GROUPS``, named with their cadence keys by
-``jepa_core.metrics.registry``): adding a metric means editing one group function here and registering the name
-there, never the trainer. Everything due at a step is gathered as 0-d tensors and read back with one ``.tolist()``
-per device, so a step costs at most one host sync, and nothing when no group is due.
+what ``after_step`` returns. Metrics live in the cadence groups (``GROUPS``, named with their cadence keys by
+``jepa_core.metrics.registry``, measured by the functions of ``jepa_core.metrics.measures``): adding a metric means
+editing one group function there and registering the name in the registry, never the trainer. Everything due at
+a step is gathered as 0-d tensors and read back with one ``.tolist()`` per device, so a step costs at most one host
+sync, and nothing when no group is due.
 
 Step numbers are the trainer's logged steps (its k-th update is step k, 1-based); a group is due at step k when
 ``k % <group>_every_steps == 0``.
@@ -12,74 +13,29 @@ Step numbers are the trainer's logged steps (its k-th update is step k, 1-based)
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from jepa_core.common.seeds import diagnostic_generator
 from jepa_core.method.model import param_counts
-from jepa_core.method.runtime import eta_seconds
-from jepa_core.metrics import diagnostics as dx
 from jepa_core.metrics import registry
+from jepa_core.metrics.diagnostics import to_floats
+from jepa_core.metrics.measures import (
+    GNS_BIG_KEY,
+    MEASURE,
+    Metrics,
+    StepContext,
+    online_module,
+    trainable_params,
+    unwrap_jepa,
+)
+from jepa_core.metrics.system_stats import SystemStats
+from jepa_core.metrics.weights_health import GradientNoiseScale, flat_grad, grad_cosine_tensor
 
 __all__ = ["Instrumentation", "MetricGroup", "GROUPS", "CADENCE_KEYS"]
-
-_PRED_KEYS = tuple(m.name for m in registry.in_group("representation") if m.name.startswith("pred/"))  # §6 subset
-_GNS_BIG_KEY = "_gns/big_sq_norm"  # read back with the other tensors, consumed, never logged
-FIXED_PROBE_IMAGES = 8  # images in the fixed probe batch of the param-distance group
-
-
-def _unwrap(model: Any) -> Any:
-    """The JEPA behind DDP (``.module``) or torch.compile (``._orig_mod``) wrappers."""
-    for attr in ("module", "_orig_mod"):
-        while hasattr(model, attr) and not hasattr(model, "context_encoder"):
-            model = getattr(model, attr)
-    return model
-
-
-def _online(model: Any) -> nn.ModuleDict:
-    """Context encoder + predictor as one module (a view: no copy), parameter names prefixed by the part."""
-    m = _unwrap(model)
-    return nn.ModuleDict({"context_encoder": m.context_encoder, "predictor": m.predictor})
-
-
-def _trainable(module: nn.Module) -> list[Tensor]:
-    return [p for p in module.parameters() if p.requires_grad]
-
-
-@dataclass
-class StepContext:
-    """One step's inputs, with the token subsamples shared by the groups that need them."""
-
-    out: Any
-    model: Any
-    step_seconds: float
-    data_seconds: float
-    max_tokens: int
-    seed: int
-
-    def _generator(self, salt: int) -> torch.Generator:
-        # Seeded from the step, so a resumed run draws the same tokens as the uninterrupted one.
-        return diagnostic_generator(self.seed, int(self.out.step), salt)
-
-    @functools.cached_property
-    def target_rows(self) -> Tensor:
-        tokens = self.out.target_tokens
-        return dx.subsample_rows(tokens.detach().reshape(-1, tokens.shape[-1]).float(), self.max_tokens,
-                                 self._generator(0))
-
-    @functools.cached_property
-    def pred_rows(self) -> Tensor:
-        pred = self.out.pred
-        return dx.subsample_rows(pred.detach().reshape(-1, pred.shape[-1]).float(), self.max_tokens,
-                                 self._generator(1))
-
-
-Metrics = dict[str, "Tensor | float | int"]
 
 
 @dataclass(frozen=True)
@@ -89,101 +45,8 @@ class MetricGroup:
     compute: Callable[["Instrumentation", StepContext], Metrics]
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# The groups
-
-
-def _basic(inst: Instrumentation, ctx: StepContext) -> Metrics:
-    out = ctx.out
-    metrics: Metrics = {
-        "loss": out.loss.detach() if isinstance(out.loss, Tensor) else float(out.loss),
-        "grad_norm": out.grad_norm.detach() if isinstance(out.grad_norm, Tensor) else float(out.grad_norm),
-        "lr": float(out.lr), "wd": float(out.wd), "ema_tau": float(out.ema_tau),
-        "global_batch_size": int(out.batch_size),
-    }
-    epoch = getattr(out, "epoch", None)
-    if epoch is not None:
-        metrics["epoch"] = float(epoch)
-    metrics["time/step_seconds"] = ctx.step_seconds
-    metrics["time/data_seconds"] = ctx.data_seconds
-    if ctx.step_seconds > 0:
-        metrics["time/samples_per_second"] = out.batch_size / ctx.step_seconds
-    metrics["time/eta_seconds"] = eta_seconds(int(out.step), inst.total_steps, inst.smoothed_step_seconds)
-    metrics.update(dx.memory_stats(inst.device))
-    metrics.update(inst.system_stats())
-    return metrics
-
-
-def _representation(inst: Instrumentation, ctx: StepContext) -> Metrics:
-    metrics: Metrics = dict(dx.prediction_agreement_tensors(ctx.out.pred, ctx.out.target))
-    # Spread statistics over target patch tokens (what the predictor regresses), subsampled.
-    metrics.update(dx.representation_stats_tensors(ctx.target_rows, "target"))
-    pred = dx.representation_stats_tensors(ctx.pred_rows, "pred")
-    metrics.update({k: pred[k] for k in _PRED_KEYS})
-    return metrics
-
-
-def _covariance(inst: Instrumentation, ctx: StepContext) -> Metrics:
-    pooled = ctx.out.target_tokens.detach().float().mean(dim=1)  # per-image features [B, D]: rank <= B
-    return {
-        "target/effective_rank": dx.effective_rank_tensor(pooled),
-        "target/token_effective_rank": dx.effective_rank_tensor(ctx.target_rows),
-        "target/cov_offdiag_abs_mean": dx.cov_offdiag_abs_mean_tensor(ctx.target_rows),
-        "pred/effective_rank": dx.effective_rank_tensor(ctx.pred_rows),
-    }
-
-
-def _param_distance(inst: Instrumentation, ctx: StepContext) -> Metrics:
-    m = _unwrap(ctx.model)
-    metrics: Metrics = dict(dx.ema_distance_tensors(m.target_encoder, m.context_encoder))
-    metrics.update(_fixed_batch_target_stats(inst, m.target_encoder))
-    return metrics
-
-
-@torch.no_grad()
-def _fixed_batch_target_stats(inst: Instrumentation, encoder: nn.Module) -> Metrics:
-    """Target statistics on one FIXED probe batch: the same input every time, so a target encoder that is never
-    updated gives bit-identical values (training-batch statistics change with the batch and cannot show that).
-    The probe is seeded noise of the encoder's input shape, so it needs no data and costs one small forward."""
-    if inst._probe_images is None:
-        size, chans = encoder.img_size, encoder.patch_embed.in_channels
-        gen = torch.Generator().manual_seed(1234)
-        inst._probe_images = torch.randn(FIXED_PROBE_IMAGES, chans, size, size, generator=gen)
-    device = next(encoder.parameters()).device
-    tokens = encoder(inst._probe_images.to(device)).float()
-    rows = tokens.reshape(-1, tokens.shape[-1])
-    return {"target/fixed_batch_std_mean": rows.std(dim=0, correction=0).mean(),
-            "target/fixed_batch_norm_mean": rows.norm(dim=1).mean()}
-
-
-def _mask_check(inst: Instrumentation, ctx: StepContext) -> Metrics:
-    out = ctx.out
-    metrics: Metrics = dict(dx.mask_stats_tensors(out.context_idx, out.target_idx, out.target_tokens.shape[1]))
-    metrics["ema/target_grad_params"] = dx.target_grad_params(_unwrap(ctx.model).target_encoder)
-    return metrics
-
-
-def _weights_health(inst: Instrumentation, ctx: StepContext) -> Metrics:
-    step = int(ctx.out.step)
-    online = _online(ctx.model)
-    metrics: Metrics = {}
-    if inst._grad_cosine is not None and inst._grad_cosine[0] == step:
-        metrics["health/grad_cosine_prev"] = inst._grad_cosine[1]
-    # The noise scale needs |grad|^2 as a float: it joins the single read-back and is finished in after_step.
-    micro, micro_bs = getattr(ctx.out, "micro_grad_sq_norms", None), getattr(ctx.out, "micro_batch_size", None)
-    if micro and micro_bs and micro_bs < ctx.out.batch_size and isinstance(ctx.out.grad_norm, Tensor):
-        metrics[_GNS_BIG_KEY] = ctx.out.grad_norm.detach().float().pow(2)
-    metrics.update(dx.stable_rank_min_tensors(online))
-    metrics.update(dx.weight_drift_max_tensors(online["context_encoder"], inst.init_state))
-    if inst._params_before is not None and inst._params_before[0] == step:
-        metrics.update(dx.update_ratio_tensors(inst._params_before[1], _trainable(online)))
-    return metrics
-
-
 # The measuring function of each step group of the registry; a group without one fails here, at import.
-_MEASURE = {"basic": _basic, "representation": _representation, "covariance": _covariance,
-            "param_distance": _param_distance, "mask_check": _mask_check, "weights_health": _weights_health}
-GROUPS: tuple[MetricGroup, ...] = tuple(MetricGroup(g.name, str(g.cadence_key), _MEASURE[g.name])
+GROUPS: tuple[MetricGroup, ...] = tuple(MetricGroup(g.name, str(g.cadence_key), MEASURE[g.name])
                                         for g in registry.STEP_GROUPS)
 CADENCE_KEYS: tuple[str, ...] = tuple(g.cadence_key for g in GROUPS)  # this hook's (evaluation's is the trainer's)
 _WEIGHTS_HEALTH = registry.group("weights_health").cadence_key or ""  # gradients are snapshot around its steps
@@ -225,10 +88,10 @@ class Instrumentation:
         self._current_step: int | None = None
         # Initial context-encoder weights on CPU, for the relative drift (keys as in context_encoder.state_dict()).
         self.init_state: dict[str, Tensor] = {
-            n: p.detach().to("cpu", copy=True) for n, p in _unwrap(model).context_encoder.named_parameters()
+            n: p.detach().to("cpu", copy=True) for n, p in unwrap_jepa(model).context_encoder.named_parameters()
         }
-        self.gns = dx.GradientNoiseScale()
-        self.system_stats = dx.SystemStats()  # this process's CPU and memory, measured since the previous reading
+        self.gns = GradientNoiseScale()
+        self.system_stats = SystemStats()  # this process's CPU and memory, measured since the previous reading
         self._step_time_decay = step_time_decay
         self._step_time_ema = 0.0
         self._step_time_updates = 0
@@ -264,7 +127,7 @@ class Instrumentation:
     # ------------------------------------------------------------------------------------------------ hooks
     def start_metrics(self) -> dict[str, float]:
         """Run facts, once at step 0: parameter counts."""
-        return {k: float(v) for k, v in param_counts(_unwrap(self.model)).items()}
+        return {k: float(v) for k, v in param_counts(unwrap_jepa(self.model)).items()}
 
     def wants_grads(self, step: int) -> bool:
         """True when ``after_backward`` must run at ``step``: weights health is due now (gradient, update ratio)
@@ -283,12 +146,12 @@ class Instrumentation:
         """Snapshot gradients (and, at a due step, the parameters before the optimiser moves them)."""
         self._begin(step)
         key = _WEIGHTS_HEALTH
-        params = _trainable(_online(model))
-        grad = dx.flat_grad(params)
+        params = trainable_params(online_module(model))
+        grad = flat_grad(params)
         if self._due(key, step):
             prev = self._prev_grad
             if grad is not None and prev is not None and prev[0] == step - 1 and prev[1].shape == grad.shape:
-                self._grad_cosine = (step, dx.grad_cosine_tensor(prev[1], grad))
+                self._grad_cosine = (step, grad_cosine_tensor(prev[1], grad))
             self._params_before = (step, [p.detach().clone() for p in params])
         self._prev_grad = (step, grad) if grad is not None and self._due(key, step + 1) else None
 
@@ -313,8 +176,8 @@ class Instrumentation:
                 gathered.update(group.compute(self, ctx))
             except (RuntimeError, ValueError, ArithmeticError) as exc:  # LinAlgError is a RuntimeError
                 self.failures.append((step, group.name, f"{type(exc).__name__}: {exc}"))
-        metrics = dx.to_floats(gathered)
-        big_sq_norm = metrics.pop(_GNS_BIG_KEY, None)
+        metrics = to_floats(gathered)
+        big_sq_norm = metrics.pop(GNS_BIG_KEY, None)
         if big_sq_norm is not None:
             gns = self.gns.update(list(out.micro_grad_sq_norms), int(out.micro_batch_size), big_sq_norm,
                                   int(out.batch_size))

@@ -1,7 +1,7 @@
 """The run directory of SPEC §4: config.toml, meta.json, metrics.jsonl, checkpoints/, tensorboard/, artifacts/.
 
 meta.json is a convenience for readers, never the source of truth for the writer: the attempt number comes from
-the stream (see `jepa_core.run.trainer.next_attempt`) and a missing or malformed meta.json is rewritten, not trusted.
+the stream (see `next_attempt`) and a missing or malformed meta.json is rewritten, not trusted.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import torch
 import jepa_core
 from jepa_core.common.atomic import write_json_atomic
 from jepa_core.config import Config, ConfigError, load_config, save_config
+from jepa_core.metrics.stream import iter_rows
 from jepa_core.run import status
 from jepa_core.run.lock import RunLock
 from jepa_core.run.validation import check_run_name
@@ -149,3 +150,10 @@ def set_status(paths: RunPaths, word: str, last_step: int) -> None:
 
 def finish_meta(paths: RunPaths, word: str, last_step: int) -> None:
     set_status(paths, word, last_step)
+
+
+def next_attempt(metrics_path: Path) -> int:
+    """One more than the largest attempt in the stream: the stream, not meta.json, says which attempts exist."""
+    if not metrics_path.is_file():
+        return 1
+    return 1 + max((int(row.get("attempt", 0)) for row in iter_rows(metrics_path)), default=0)

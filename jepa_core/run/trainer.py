@@ -1,10 +1,13 @@
 """The training loop: data, masks, schedules, the step, diagnostics, rules, evaluation, checkpoints.
 
 Read top to bottom: `Trainer.__init__` sets everything up (every error is raised before the run directory exists),
-`Trainer.run` loops `Trainer.step_once`, and `main` is the headless entry point (`jepa train`, `torchrun -m
-jepa_core.run.trainer`). Schedules and batches are pure functions of the step, so resume needs no replay. Batches come
+`Trainer.run` loops `Trainer.step_once`. The headless entry point is `jepa_core.train` (`jepa train`, `torchrun -m
+jepa_core.train`). Schedules and batches are pure functions of the step, so resume needs no replay. Batches come
 from `jepa_core.data` (DataLoader workers decode, crop and mask them ahead of the step); this process only moves
-them to the device.
+them to the device. Faults (SPEC §8) enter only through `jepa_core.method.faults`.
+
+Longer than the ~350-line guide, on purpose: every method here reads and changes one run's state (model, optimizer,
+stream, rules, lock, step), and each is short; split into modules, that state would be passed around instead.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import torch
 from jepa_core.alerts.engine import RuleEngine
 from jepa_core.common.atomic import atomic_file, remove_stale_temp_files
 from jepa_core.common.console import format_console_line, terminal_safe
-from jepa_core.common.seeds import mask_generator
 from jepa_core.config import CADENCE_KEYS, Config, DiagnosticsConfig, config_to_dict
 from jepa_core.data import (
     Batch,
@@ -34,7 +36,9 @@ from jepa_core.data import (
 )
 from jepa_core.method.ema import ema_momentum
 from jepa_core.method.masks import MaskBatch
+from jepa_core.method.faults import faulty_settings, step_faults
 from jepa_core.method.model import build_jepa
+from jepa_core.method.noise_scale import backward_for
 from jepa_core.method.runtime import (
     CompileWarmup,
     PhaseTimer,
@@ -78,21 +82,13 @@ from jepa_core.run.control import (
 )
 from jepa_core.run.evaluation import run_evaluation
 from jepa_core.run.lock import RunLock
-from jepa_core.run.rundir import RunPaths, create_run, set_status, start_meta
+from jepa_core.run.rundir import RunPaths, create_run, next_attempt, set_status, start_meta
 from jepa_core.run.signals import GracefulStop
 from jepa_core.run.validation import validate_config
 
 MetricsCallback = Callable[[int, dict], None]
 CONTROL_SYNC_EVERY = 10  # under DDP, rank 0 shares control-file changes and stop decisions this often
 SKIP_WARNINGS = 20  # unreadable images named one by one on stderr; after that only counted (data/skipped_images)
-step_generator = mask_generator  # the mask randomness of (seed, step, rank): see jepa_core/common/seeds.py
-
-
-def next_attempt(metrics_path: Path) -> int:
-    """One more than the largest attempt in the stream: the stream, not meta.json, says which attempts exist."""
-    if not metrics_path.is_file():
-        return 1
-    return 1 + max((int(row.get("attempt", 0)) for row in iter_rows(metrics_path)), default=0)
 
 
 class Trainer:
@@ -251,21 +247,13 @@ class Trainer:
     # ------------------------------------------------------------------------------------------------ schedules
     def settings(self, step: int) -> StepSettings:
         """Everything the step needs, as a pure function of the step index (0-based: the update being made)."""
-        o, f, total = self.cfg.optim, self.cfg.faults, self.cfg.optim.steps
-        lr = warmup_cosine(step, total, o.warmup_steps, o.lr, o.final_lr, o.start_lr)
-        faulty = step >= f.start_step
-        if faulty and f.lr_blowup_factor != 1.0:
-            lr *= f.lr_blowup_factor
-        tau = ema_momentum(step, total, self.cfg.ema.start, self.cfg.ema.end, self.cfg.ema.schedule)
-        if faulty and f.target_copies_online:
-            tau = 0.0
-        gns_due = self.instrumentation.wants_micro_grads(step + 1)
-        return StepSettings(
-            lr=lr, wd=cosine_schedule(step, total, o.weight_decay, o.final_weight_decay), ema_tau=tau, loss=o.loss,
-            grad_clip=o.grad_clip, micro_batches=o.gns_microbatches if gns_due and not self.dist.enabled else 1,
-            rank_grad_norms=gns_due and self.dist.enabled,
-            update_target=not (faulty and f.frozen_target),
-            target_gradients=faulty and f.target_gradients, collapse_weight=f.collapse_weight if faulty else 0.0)
+        o, total = self.cfg.optim, self.cfg.optim.steps
+        healthy = StepSettings(
+            lr=warmup_cosine(step, total, o.warmup_steps, o.lr, o.final_lr, o.start_lr),
+            wd=cosine_schedule(step, total, o.weight_decay, o.final_weight_decay),
+            ema_tau=ema_momentum(step, total, self.cfg.ema.start, self.cfg.ema.end, self.cfg.ema.schedule),
+            loss=o.loss, grad_clip=o.grad_clip)
+        return faulty_settings(self.cfg.faults, step, healthy)
 
     def batch(self, step: int) -> tuple[torch.Tensor, MaskBatch]:
         """This rank's (uint8 images, masks) of `step`: a pure function of (seed, step, rank), fault included."""
@@ -312,7 +300,11 @@ class Trainer:
         with self._region("train_step"):
             out: StepOutput = train_step(s + 1, self.step_online, self.model, self.optimizer, images, masks, settings,
                                          self.cfg.optim.batch_size, autocast=self.autocast, after_backward=hook,
-                                         target_encoder=self.step_target, timer=timer)
+                                         target_encoder=self.step_target, timer=timer,
+                                         faults=step_faults(self.cfg.faults, s),
+                                         backward=backward_for(self.instrumentation.wants_micro_grads(s + 1),
+                                                               self.cfg.optim.gns_microbatches, self.step_online,
+                                                               self.dist.enabled))
         # A refused update (non-finite loss or gradient) is logged at its step with every diagnostic, so the stream
         # shows the failure; the trainer stays at step s, the last finite state, which the final checkpoint keeps.
         self.diverged = not out.finite

@@ -2,9 +2,11 @@
 
 Owns:
 - `runs`: discovering run directories and reading one (config, status, summary), as the notebooks show them;
-- `charts`: the Altair charts of the early-warning signals; `report`: the read-only HTML report;
+- `charts`: the Altair charts of the early-warning signals, drawn from `chart_data` (what they plot: selections,
+  smoothing, downsampling, alert frames); `report`: the read-only HTML report;
 - `doctor`: a run's health verdict and alerts (`jepa doctor`), the rules replayed over its stream;
-- `session`: `TrainingSession`, the train notebook's state machine (start an in-process trainer on a thread, Step N,
+- `session`: `TrainingSession` (on `session_state`, every field a session keeps, and `following`, runs another
+  process trains), the train notebook's state machine (start an in-process trainer on a thread, Step N,
   Stop, launch a detached `jepa train`, list running runs and reattach, follow, live cadence changes, progress and
   phase, the current action's message, a consistent batch for the mask overlay);
 - `plan`: the config form's values turned into a validated `Plan` (preset, overrides, Config);

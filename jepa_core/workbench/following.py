@@ -1,0 +1,146 @@
+"""`FollowingSession`: what a training session does with a run another process trains.
+
+Such a run is "detached": either launched here (a `jepa train` process, jepa_core.workbench.detached) or reattached to
+(a run an earlier kernel or a terminal started). Either way a job thread follows its run directory, reading only the
+bytes appended since it last looked, until the run ends, its process exits or the session moves on; Stop reaches the
+process through control.json or one SIGTERM.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jepa_core.run import status as words
+from jepa_core.run.rundir import default_run_name
+from jepa_core.workbench.detached import launch_detached, stop_detached
+from jepa_core.workbench.live import LiveRun
+from jepa_core.workbench.plan import Plan
+from jepa_core.workbench.runs import RunInfo, discover_runs, read_config_file, run_info
+from jepa_core.workbench.session_state import SessionState
+from jepa_core.workbench.view import BUILDING, DETACHED, IN_PROCESS, STARTING, TRAINING
+
+
+class FollowingSession(SessionState):
+    """Launch detached, list running runs and reattach, follow, stop: runs this session does not train itself."""
+
+    # ------------------------------------------------------------------------------------------------ reading
+    def running_runs(self) -> list[RunInfo]:
+        """Runs a live writer holds now, listed afresh on each call (a run launched a moment ago included)."""
+        roots = list(dict.fromkeys([*self.roots, *([self._run_dir.parent] if self._run_dir else [])]))
+        return [r for r in discover_runs(roots) if r.status in words.LIVE]
+
+    # ------------------------------------------------------------------------------------------------ actions
+    def launch_detached(self, plan: Plan | None) -> str:
+        """Start a `jepa train` process for the plan and follow it."""
+        with self._lock:
+            self._launch(plan)
+        return self._published_message()
+
+    def reattach(self, path: str | Path) -> str:
+        """Follow a run another process (or an earlier kernel) is writing."""
+        with self._lock:
+            self._reattach(Path(path))
+        return self._published_message()
+
+    # ------------------------------------------------------------------------------------------------ jobs
+    def _launch(self, plan: Plan | None) -> None:
+        refusal = self._refusal(plan)
+        if refusal:
+            self._say(refusal)
+            return
+        self._end_follow()
+        name = plan.name or default_run_name()
+        try:
+            launched = launch_detached(plan.cli_overrides(), name, plan.preset, plan.cfg.logging.runs_dir)
+        except FileExistsError as exc:
+            self._say(str(exc))
+            return
+        self._detached, self._trainer, self._stop_asked, self._stop_signalled = launched, None, False, ""
+        self._plan_at_start = bool(plan.cfg.eval.at_start)
+        self._switch(DETACHED, launched.run_dir, plan.cfg.optim.steps)
+        self._set(words.RUNNING, BUILDING, f"Launched pid {launched.pid}: {launched.run_dir} "
+                                           f"(its console log: {launched.log_path})")
+        self._begin(self._follow)
+
+    def _reattach(self, path: Path) -> None:
+        if self._mode == IN_PROCESS and (self.busy or self._trainer is not None):
+            self._say("An in-process run is open here: Stop it before reattaching.")
+            return
+        self._end_follow()
+        info = run_info(path)
+        try:
+            config = read_config_file(path / "config.toml")
+        except ValueError:
+            config = {}
+        self._detached, self._stop_asked, self._stop_signalled = None, False, ""
+        self._plan_at_start = bool(config.get("eval", {}).get("at_start", True))
+        self._switch(DETACHED, path, int(config.get("optim", {}).get("steps", 0) or 0))
+        self._set(info.status, "", f"Following {path}")
+        self._begin(self._follow)
+
+    def _follow(self) -> None:
+        """Follow a detached run until it ends, its process exits, or the session moves on."""
+        while not self._cancel.is_set():
+            path = self._run_dir
+            if self._live is None and (path / "meta.json").is_file():
+                self._live = LiveRun(path)
+            self._poll_live()
+            info = run_info(path)
+            with self._lock:
+                ended = self._follow_step(info)
+            self._publish()
+            if ended:
+                break
+            self._cancel.wait(self._poll_every)
+
+    def _follow_step(self, info: RunInfo) -> bool:
+        """Update progress from the followed run (caller holds the lock); True when following is over."""
+        launched = self._detached
+        self._step = int(info.steps or 0)
+        exited = launched is not None and launched.exited()
+        if info.status in words.ENDED:
+            self._set(info.status, "", f"{info.status} at step {self._step} of {self._total}.")
+            return True
+        if exited and info.status not in words.LIVE:  # it never wrote a run directory (or its meta is damaged)
+            why = "after Stop" if self._stop_asked else f"with code {launched.returncode}"
+            self._set(words.STOPPED if self._stop_asked and info.status == words.UNKNOWN else info.status, "",
+                      f"The detached process exited {why} before its run started: {launched.log_tail() or 'no output'}")
+            return True
+        if launched is None and info.status not in words.LIVE:
+            self._set(info.status, "", f"{self._run_dir} is {info.status}: nothing to follow.")
+            return True
+        if info.status not in words.LIVE:  # launched, still building its data: no meta.json yet
+            return False
+        if not self._on_disk:  # its writer holds it now: a list of running runs should show it
+            self._on_disk = True
+            self._epoch += 1
+        if self._stop_asked:
+            self._stop_detached()
+        self._flush_cadences()
+        if self._live is None or self._live.table.last_step is None:
+            phase = STARTING
+        elif self._step > 0:
+            phase = TRAINING
+        else:
+            phase = "evaluating step 0" if self._plan_at_start else STARTING
+        self._set(info.status, phase)
+        return False
+
+    def _stop_detached(self) -> str:
+        """Ask the followed run to stop; a SIGTERM is sent once only (a second one ends a trainer at once)."""
+        if not self._stop_signalled:
+            how = stop_detached(self._detached, self._run_dir)
+            self._stop_signalled = how if how.startswith("SIGTERM") else ""
+            return how
+        return self._stop_signalled
+
+    def _end_follow(self) -> None:
+        """Stop following a detached run (it keeps training); caller holds the lock."""
+        if self._mode == DETACHED and self.busy:
+            self._cancel.set()
+            self._lock.release()
+            try:
+                self._idle.wait(10)
+            finally:
+                self._lock.acquire()
+        self._cancel.clear()
