@@ -27,7 +27,8 @@ from the same stream: loss-only (a person watching the loss curve: the first non
 spike LOSS_Z scales above its running level) and evaluation (the first kNN accuracy EVAL_MARGIN below its best).
 
 The library is split by seed and by setting (benchmarks/library.py): thresholds are chosen on the tuning split; the
-test split holds other seeds and a setting never tuned on. Both are printed and named.
+test split holds other seeds and a setting never tuned on, all recorded after the thresholds were frozen. Both are
+printed and named.
 
     python benchmarks/detection.py               # both splits, a summary each; exit 1 when a target is missed
     python benchmarks/detection.py --split tune  # only the tuning split (the one to look at while tuning)

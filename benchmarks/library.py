@@ -1,7 +1,7 @@
 """The detection library: recorded runs that the early-warning rules are tuned on and tested on (SPEC §7, §8).
 
-Three settings, five seeds each, healthy; and for each §8 fault a grid of magnitudes x onsets (early, middle, late)
-on the settings that have onsets. A fault run is branched from its healthy run at the onset's checkpoint: batches,
+Four settings, five seeds each, healthy (and two more seeds of tiny and calib); for each §8 fault a grid of magnitudes
+x onsets (early, middle, late) on the settings that have onsets. A fault run is branched from its healthy run at the onset's checkpoint: batches,
 masks and schedules are pure functions of the step, so up to the onset it is the healthy run, bit for bit, and
 only the steps after the onset cost anything to train. Each case is thinned (metric rows only, no run-time noise,
 six significant digits) into data/library/<setting>/<case>/ with its config.toml and a case.json.
