@@ -6,6 +6,7 @@ The config arguments (--config, --preset, --set) are shared with `jepa check`, s
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from pathlib import Path
 
@@ -85,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     if trainer.dist.is_main and not args.quiet:
         kept = f" (last finite state: step {trainer.step})" if status == run_status.DIVERGED else ""
         print(terminal_safe(f"{status} at step {trainer.last_step}{kept}: {trainer.paths.root}"))
+    del trainer  # its DDP wrapper holds the process group; free it before the group goes
+    gc.collect()
     distributed.shutdown()
     return 0 if status in run_status.EXIT_OK else 1
 

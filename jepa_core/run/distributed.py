@@ -92,5 +92,9 @@ def reduce_metrics(metrics: dict[str, float], ctx: DistContext) -> dict[str, flo
 
 
 def shutdown() -> None:
+    """Leave the process group together: a rank that tears its group down while another still talks to it, or
+    that leaves the group's worker threads to the interpreter's exit, aborts ("terminate called without an active
+    exception"). Callers drop their DDP wrapper first (it holds the group)."""
     if dist.is_available() and dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
