@@ -86,7 +86,7 @@ def test_extract_features_shapes_and_pooling():
 
 
 def test_extract_features_restores_training_mode():
-    vit = VisionTransformer(img_size=8, patch_size=4, embed_dim=16, depth=1, num_heads=2)
+    vit = VisionTransformer(img_size=8, patch_size=4, in_chans=3, embed_dim=16, depth=1, num_heads=2, mlp_ratio=2.0)
     vit.train()
     images, _ = colour_images(5)
     assert extract_features(vit, images, to_float).shape == (5, 16)

@@ -48,7 +48,7 @@ def test_sincos_rejects_bad_dim():
 
 
 def test_encoder_shapes_and_keep_idx_gathers():
-    vit = VisionTransformer(img_size=16, patch_size=4, embed_dim=32, depth=1, num_heads=4)
+    vit = VisionTransformer(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=1, num_heads=4, mlp_ratio=2.0)
     images = torch.randn(B, 3, 16, 16)
     full = vit(images)
     assert full.shape == (B, 16, 32)
@@ -61,7 +61,7 @@ def test_encoder_shapes_and_keep_idx_gathers():
 
 
 def test_encoder_rejects_wrong_image_size():
-    vit = VisionTransformer(img_size=16, patch_size=4, embed_dim=32, depth=1, num_heads=4)
+    vit = VisionTransformer(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=1, num_heads=4, mlp_ratio=2.0)
     with pytest.raises(ValueError, match="16"):
         vit(torch.randn(1, 3, 8, 8))
 
@@ -80,7 +80,7 @@ def test_select_tokens_and_targets_order():
 
 def test_predictor_output_order_matches_select_targets():
     torch.manual_seed(0)
-    pred = Predictor(16, 4, 4, embed_dim=32, pred_dim=16, depth=1, num_heads=2)
+    pred = Predictor(16, 4, 4, embed_dim=32, pred_dim=16, depth=1, num_heads=2, mlp_ratio=2.0)
     ctx, tgt = random_masks(16)
     context = torch.randn(B, NC, 32)
     out = pred(context, ctx, tgt)
@@ -137,8 +137,9 @@ def test_autocast_bfloat16_forward_backward():
 
 def test_bad_config_raises_named_error():
     with pytest.raises(ValueError, match="patch_size"):
-        VisionTransformer(img_size=30, patch_size=4)
+        VisionTransformer(img_size=30, patch_size=4, in_chans=3, embed_dim=32, depth=1, num_heads=4, mlp_ratio=2.0)
     with pytest.raises(ValueError, match="model.num_heads"):
-        VisionTransformer(img_size=16, patch_size=4, embed_dim=36, num_heads=8)
+        VisionTransformer(img_size=16, patch_size=4, in_chans=3, embed_dim=36, depth=1, num_heads=8, mlp_ratio=2.0)
     with pytest.raises(ValueError, match="model.pred_dim"):
-        JEPA(img_size=16, patch_size=4, embed_dim=32, num_heads=4, pred_dim=18, pred_num_heads=2)
+        JEPA(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=1, num_heads=4, mlp_ratio=2.0, pred_dim=18,
+             pred_depth=1, pred_num_heads=2)

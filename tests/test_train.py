@@ -13,9 +13,10 @@ from jepa_core.metrics.reader import read_metrics
 from jepa_core.run.trainer import Trainer
 from jepa_core.train import main
 
-# A few seconds of training: small batch, small data, every diagnostic due often.
+# A few seconds of training: a small model, small batch, small data, every diagnostic due often.
 FAST = [
-    "optim.steps=12", "optim.batch_size=16", "optim.warmup_steps=3", "data.num_train=256", "data.num_heldout=64",
+    "model.embed_dim=32", "model.depth=2", "model.num_heads=2", "model.pred_dim=16", "model.pred_depth=1",
+    "model.pred_num_heads=2", "optim.steps=12", "optim.batch_size=16", "optim.warmup_steps=3", "data.num_train=256", "data.num_heldout=64",
     "eval.probe_epochs=5", "diagnostics.eval_every_steps=6", "logging.checkpoint_every_steps=6",
     "diagnostics.covariance_every_steps=3", "diagnostics.weights_health_every_steps=4",
     "diagnostics.param_distance_every_steps=3", "logging.tensorboard=false", "logging.progress_bar=false",
@@ -113,7 +114,13 @@ def test_cli_malformed_config_names_file_and_line(tmp_path, capsys):
     assert code == 2 and str(bad) in err and "line" in err
 
 
-def test_existing_run_is_not_overwritten(tmp_path, capsys):
+def test_existing_run_is_not_overwritten(tmp_path, capsys, monkeypatch):
+    from jepa_core.run import trainer as trainer_mod
+
+    def no_data_yet(cfg):
+        raise AssertionError("the data were built before the taken run name was refused")
+
+    monkeypatch.setattr(trainer_mod, "datasets_for", no_data_yet)  # refused before any work starts
     (tmp_path / "runs" / "taken").mkdir(parents=True)
     (tmp_path / "runs" / "taken" / "metrics.jsonl").write_text('{"step": 1, "loss": 1.0}\n')
     code, err = run_cli(tmp_path, capsys, "--name", "taken")

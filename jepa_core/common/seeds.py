@@ -11,8 +11,10 @@ data/library) was trained with them, and changing one would change those traject
 * `mask_generator(seed, step, rank)`: one rank's masks at one step (and the mask-leak fault that follows them);
 * `epoch_permutation_seed(seed, epoch)`: the order of the training set in one epoch;
 * `heldout_seed(seed)`: the built-in shapes' held-out images (a stream apart from the training images);
-* `diagnostic_generator(seed, step, salt)`: what a diagnostic subsamples at one step (salt: which diagnostic);
-* `sample_rng(seed, step, rank, position)`: one image's augmentation (its crop and flip).
+* `diagnostic_generator(step, salt)`: what a diagnostic subsamples at one step (salt: which diagnostic); the only
+  stream that does not read `runtime.seed`, on purpose (see the function);
+* `sample_rng(seed, step, rank, position)`: one image's augmentation (its crop and flip);
+* `fixed_probe_generator()`: the fixed noise batch on which the target's statistics are compared over time.
 """
 
 from __future__ import annotations
@@ -41,9 +43,14 @@ def heldout_seed(seed: int) -> int:
     return int(seed) + HELDOUT_SEED_OFFSET
 
 
-def diagnostic_generator(seed: int, step: int, salt: int) -> torch.Generator:
-    """What the diagnostic numbered `salt` (0 or 1) subsamples at `step`."""
-    return torch.Generator().manual_seed(int(seed) * 1_000_003 + int(step) * 2 + int(salt))
+def diagnostic_generator(step: int, salt: int) -> torch.Generator:
+    """Which token rows the diagnostic numbered `salt` (0 or 1) subsamples at `step`.
+
+    A function of the step alone, not of `runtime.seed`: runs of different seeds are then measured at the same
+    row positions of their batches (their readings differ by their training, not by the measurement's draw),
+    and the subsample is independent of the data whatever the seed, so nothing is biased. It was seed 0 for
+    every run from the start, so the recorded runs' readings stay valid."""
+    return torch.Generator().manual_seed(int(step) * 2 + int(salt))
 
 
 def sample_rng(seed: int, step: int, rank: int, position: int) -> np.random.Generator:
@@ -53,3 +60,12 @@ def sample_rng(seed: int, step: int, rank: int, position: int) -> np.random.Gene
     """
     entropy = [int(seed) & _U64, int(step), int(rank), int(position)]
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
+
+
+FIXED_PROBE_SEED = 1234
+
+
+def fixed_probe_generator() -> torch.Generator:
+    """The fixed probe batch's noise: the same for every run and every step, so that a target encoder that is never
+    updated reads bit-identical statistics on it (and recorded runs were measured on it)."""
+    return torch.Generator().manual_seed(FIXED_PROBE_SEED)

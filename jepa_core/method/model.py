@@ -142,13 +142,13 @@ class VisionTransformer(nn.Module):
 
     def __init__(
         self,
-        img_size: int = 32,
-        patch_size: int = 4,
-        in_chans: int = 3,
-        embed_dim: int = 96,
-        depth: int = 4,
-        num_heads: int = 4,
-        mlp_ratio: float = 4.0,
+        img_size: int,
+        patch_size: int,
+        in_chans: int,
+        embed_dim: int,
+        depth: int,
+        num_heads: int,
+        mlp_ratio: float,
     ) -> None:
         super().__init__()
         if patch_size < 1 or img_size % patch_size != 0:
@@ -203,11 +203,11 @@ class Predictor(nn.Module):
         num_patches: int,
         grid_h: int,
         grid_w: int,
-        embed_dim: int = 96,
-        pred_dim: int = 48,
-        depth: int = 2,
-        num_heads: int = 4,
-        mlp_ratio: float = 4.0,
+        embed_dim: int,
+        pred_dim: int,
+        depth: int,
+        num_heads: int,
+        mlp_ratio: float,
     ) -> None:
         super().__init__()
         if num_patches != grid_h * grid_w:
@@ -256,20 +256,23 @@ class Predictor(nn.Module):
 
 
 class JEPA(nn.Module):
-    """Context encoder + EMA target encoder (no gradients) + predictor."""
+    """Context encoder + EMA target encoder (no gradients) + predictor.
+
+    The sizes have no defaults here (nor in the two modules): the defaults are `ModelConfig`'s, and a run's
+    model is built from its config by `build_jepa`."""
 
     def __init__(
         self,
-        img_size: int = 32,
-        patch_size: int = 4,
-        in_chans: int = 3,
-        embed_dim: int = 96,
-        depth: int = 4,
-        num_heads: int = 4,
-        mlp_ratio: float = 4.0,
-        pred_dim: int = 48,
-        pred_depth: int = 2,
-        pred_num_heads: int = 4,
+        img_size: int,
+        patch_size: int,
+        in_chans: int,
+        embed_dim: int,
+        depth: int,
+        num_heads: int,
+        mlp_ratio: float,
+        pred_dim: int,
+        pred_depth: int,
+        pred_num_heads: int,
     ) -> None:
         super().__init__()
         self.context_encoder = VisionTransformer(img_size, patch_size, in_chans, embed_dim, depth, num_heads, mlp_ratio)

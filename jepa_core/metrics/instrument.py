@@ -74,7 +74,7 @@ class Instrumentation:
     """
 
     def __init__(self, model: Any, cadences: Any, total_steps: int, device: torch.device | str,
-                 world_size: int = 1, max_tokens: int = 4096, seed: int = 0, step_time_decay: float = 0.9) -> None:
+                 world_size: int = 1, max_tokens: int = 4096, step_time_decay: float = 0.9) -> None:
         if total_steps < 1:
             raise ValueError(f"Instrumentation: total_steps must be positive, got {total_steps}")
         self.model = model
@@ -82,7 +82,6 @@ class Instrumentation:
         self.device = torch.device(device)
         self.world_size = world_size
         self.max_tokens = max_tokens
-        self.seed = seed
         self._cadences = _read_cadences(cadences)
         self._pending: dict[str, int] | None = None
         self._current_step: int | None = None
@@ -169,7 +168,7 @@ class Instrumentation:
         self.failures = []
         if not due:
             return {}
-        ctx = StepContext(out, model, step_seconds, data_seconds, self.max_tokens, self.seed)
+        ctx = StepContext(out, model, step_seconds, data_seconds, self.max_tokens)
         gathered: Metrics = {}
         for group in due:
             try:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from jepa_core.common.seeds import diagnostic_generator
+from jepa_core.common.seeds import diagnostic_generator, fixed_probe_generator
 from jepa_core.method.runtime import eta_seconds
 from jepa_core.metrics import registry
 from jepa_core.metrics.masks_and_ema import ema_distance_tensors, mask_stats_tensors, target_grad_params
@@ -65,11 +65,10 @@ class StepContext:
     step_seconds: float
     data_seconds: float
     max_tokens: int
-    seed: int
 
     def _generator(self, salt: int) -> torch.Generator:
         # Seeded from the step, so a resumed run draws the same tokens as the uninterrupted one.
-        return diagnostic_generator(self.seed, int(self.out.step), salt)
+        return diagnostic_generator(int(self.out.step), salt)
 
     @functools.cached_property
     def target_rows(self) -> Tensor:
@@ -162,7 +161,7 @@ def _fixed_batch_target_stats(inst: HookState, encoder: nn.Module) -> Metrics:
     The probe is seeded noise of the encoder's input shape, so it needs no data and costs one small forward."""
     if inst._probe_images is None:
         size, chans = encoder.img_size, encoder.patch_embed.in_channels
-        gen = torch.Generator().manual_seed(1234)
+        gen = fixed_probe_generator()
         inst._probe_images = torch.randn(FIXED_PROBE_IMAGES, chans, size, size, generator=gen)
     device = next(encoder.parameters()).device
     tokens = encoder(inst._probe_images.to(device)).float()

@@ -79,14 +79,21 @@ def _meta_or_empty(root: Path) -> dict[str, Any]:
         return {}
 
 
+def refuse_taken_run(runs_dir: Path, name: str) -> Path:
+    """The directory a fresh run named `name` would get; FileExistsError when it is taken. Cheap, so a trainer
+    asks it before building data and model: a taken name is bad input, refused before any work."""
+    check_run_name("run name", name)  # also when the name comes from a run_dir path, not from logging.name
+    root = Path(runs_dir) / name
+    if root.exists():
+        raise FileExistsError(f"run directory {root} already exists: resume it with --resume {root} or pick --name")
+    return root
+
+
 def create_run(cfg: Config, name: str | None = None) -> tuple[RunPaths, RunLock]:
     """Make a fresh run directory, locked for the caller. Refuses to touch an existing one (resume it instead)."""
     runs_dir = Path(cfg.logging.runs_dir)
     name = name or cfg.logging.name or default_run_name()
-    check_run_name("run name", name)  # also when the name comes from a run_dir path, not from logging.name
-    root = runs_dir / name
-    if root.exists():
-        raise FileExistsError(f"run directory {root} already exists: resume it with --resume {root} or pick --name")
+    root = refuse_taken_run(runs_dir, name)
     runs_dir.mkdir(parents=True, exist_ok=True)
     # Build the skeleton beside the target and rename it in, so no half-written run directory is ever visible.
     staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=runs_dir))

@@ -82,7 +82,7 @@ from jepa_core.run.control import (
 )
 from jepa_core.run.evaluation import run_evaluation
 from jepa_core.run.lock import RunLock
-from jepa_core.run.rundir import RunPaths, create_run, next_attempt, set_status, start_meta
+from jepa_core.run.rundir import RunPaths, create_run, next_attempt, refuse_taken_run, set_status, start_meta
 from jepa_core.run.signals import GracefulStop
 from jepa_core.run.validation import validate_config
 
@@ -100,6 +100,10 @@ class Trainer:
         self.quiet = quiet
         self.dist = distributed.context()
         self.device = resolve_device(cfg.runtime.device, self.dist.local_rank)
+        if not resume and self.dist.is_main and (run_dir or cfg.logging.name):
+            # create_run checks again when it creates the directory; this only refuses early, before any work
+            refuse_taken_run(Path(run_dir).parent if run_dir else Path(cfg.logging.runs_dir),
+                             Path(run_dir).name if run_dir else cfg.logging.name)
         self.train_set, self.heldout = datasets_for(cfg)  # folder / npz: listed or mapped, no pixels read yet
         # This rank's batches, read by cfg.data.num_workers processes once the first one is asked for.
         self.feed = train_feed_for(cfg, self.train_set, self.dist.rank, self.dist.world_size,
