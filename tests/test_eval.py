@@ -1,5 +1,7 @@
 import pytest
 import torch
+
+from jepa_core.config import ModelConfig
 from torch import nn
 
 from jepa_core.method.probes import evaluate, extract_features, knn_accuracy, linear_probe
@@ -132,7 +134,7 @@ def test_evaluation_streams_a_held_out_source_through_the_pipeline(tmp_path):
     cfg = apply_overrides(preset("tiny"), ["data.dataset=npz", f"data.path={json.dumps(str(tmp_path / 'd.npz'))}",
                                            "eval.probe_epochs=20", "eval.knn_k=5", "model.img_size=16"])
     heldout = open_npz(tmp_path / "d.npz")
-    model = JEPA(16, 4, 3, 32, 1, 2, 2.0, 16, 1, 2)
+    model = JEPA(ModelConfig(16, 4, 3, 32, 1, 2, 2.0, 16, 1, 2))
     streamed = run_evaluation(model, heldout, cfg, torch.device("cpu"), 0, tmp_path / "artifacts", None, None)
     whole = torch.stack([EvalTransform(16)(heldout.open(i)) for i in range(len(heldout))])
     in_memory = evaluate(model.target_encoder, whole, heldout.labels, normalize_images, "cpu", knn_k=5,

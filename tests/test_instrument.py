@@ -8,6 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from jepa_core.config import ModelConfig
+
 from jepa_core.method.noise_scale import backward_for
 from jepa_core.config import DiagnosticsConfig
 from jepa_core.method.ema import ema_update_
@@ -37,8 +39,8 @@ GROUP_CADENCE = dict(zip(GROUP_KEYS, CADENCE_KEYS))
 
 def tiny_jepa() -> JEPA:
     torch.manual_seed(0)
-    return JEPA(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=1, num_heads=2, mlp_ratio=2.0,
-                pred_dim=16, pred_depth=1, pred_num_heads=2)
+    return JEPA(ModelConfig(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=1, num_heads=2, mlp_ratio=2.0,
+                pred_dim=16, pred_depth=1, pred_num_heads=2))
 
 
 def cadences(**overrides: int) -> DiagnosticsConfig:

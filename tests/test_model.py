@@ -1,6 +1,8 @@
 import pytest
 import torch
 
+from jepa_core.config import ModelConfig
+
 from jepa_core.method.model import (
     JEPA,
     Predictor,
@@ -16,8 +18,8 @@ B, K, NT, NC = 3, 4, 5, 10
 
 def tiny_jepa() -> JEPA:
     torch.manual_seed(0)
-    return JEPA(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=2, num_heads=4, mlp_ratio=2.0,
-                pred_dim=16, pred_depth=1, pred_num_heads=2)
+    return JEPA(ModelConfig(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=2, num_heads=4, mlp_ratio=2.0,
+                pred_dim=16, pred_depth=1, pred_num_heads=2))
 
 
 def random_masks(num_patches: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -141,5 +143,5 @@ def test_bad_config_raises_named_error():
     with pytest.raises(ValueError, match="model.num_heads"):
         VisionTransformer(img_size=16, patch_size=4, in_chans=3, embed_dim=36, depth=1, num_heads=8, mlp_ratio=2.0)
     with pytest.raises(ValueError, match="model.pred_dim"):
-        JEPA(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=1, num_heads=4, mlp_ratio=2.0, pred_dim=18,
-             pred_depth=1, pred_num_heads=2)
+        JEPA(ModelConfig(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=1, num_heads=4, mlp_ratio=2.0,
+                         pred_dim=18, pred_depth=1, pred_num_heads=2))

@@ -24,6 +24,7 @@ from jepa_core.data import (EvalBatches, EvalTransform, TrainBatches, TrainPlan,
 from jepa_core.run.rundir import load_run_config
 from jepa_core.metrics.reader import read_metrics
 from jepa_core.run.trainer import Trainer
+from test_train import SMALL_MODEL
 
 CLASSES = 4
 
@@ -178,8 +179,7 @@ def test_horizontal_flip_mirrors_the_crop(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------------- training runs
 
-FAST = ["model.embed_dim=32", "model.depth=2", "model.num_heads=2", "model.pred_dim=16", "model.pred_depth=1",
-        "model.pred_num_heads=2", "optim.steps=8", "optim.batch_size=16", "optim.warmup_steps=2", "eval.probe_epochs=5",
+FAST = [*SMALL_MODEL, "optim.steps=8", "optim.batch_size=16", "optim.warmup_steps=2", "eval.probe_epochs=5",
         "diagnostics.eval_every_steps=4", "logging.checkpoint_every_steps=4", "diagnostics.basic_every_steps=2",
         "diagnostics.covariance_every_steps=3", "diagnostics.weights_health_every_steps=4",
         "diagnostics.param_distance_every_steps=3", "logging.tensorboard=false", "logging.progress_bar=false",

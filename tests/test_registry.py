@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from jepa_core.config import ModelConfig
+
 from jepa_core.method.noise_scale import backward_for
 from jepa_core.alerts.base import Alert
 from jepa_core.alerts.rules import build_rules
@@ -41,8 +43,8 @@ def required(groups: list[str]) -> set[str]:
 
 def test_a_real_training_step_emits_each_due_group_exactly_as_registered() -> None:
     torch.manual_seed(0)
-    model = JEPA(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=1, num_heads=2, mlp_ratio=2.0,
-                 pred_dim=16, pred_depth=1, pred_num_heads=2)
+    model = JEPA(ModelConfig(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=1, num_heads=2, mlp_ratio=2.0,
+                 pred_dim=16, pred_depth=1, pred_num_heads=2))
     online = step_mod.OnlineNetwork(model)
     optimizer = step_mod.build_optimizer(model, (0.9, 0.95))
     sampler = MaskSampler(4, 4, num_targets=2, target_scale=(0.15, 0.2), min_keep=2)

@@ -4,6 +4,8 @@ import copy
 
 import torch
 
+from jepa_core.config import ModelConfig
+
 from jepa_core.config import FaultsConfig
 from jepa_core.method.faults import HEALTHY, StepFaults, faulty_settings, step_faults
 from jepa_core.method.masks import MaskSampler
@@ -27,8 +29,8 @@ def one_step(model: JEPA, settings: StepSettings, poison: bool = False, faults: 
 
 def tiny_model() -> JEPA:
     torch.manual_seed(0)
-    return JEPA(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=2, num_heads=4, mlp_ratio=2.0,
-                pred_dim=16, pred_depth=1, pred_num_heads=4)
+    return JEPA(ModelConfig(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=2, num_heads=4, mlp_ratio=2.0,
+                pred_dim=16, pred_depth=1, pred_num_heads=4))
 
 
 def test_collapse_fault_shapes_the_gradient_but_not_the_logged_loss():

@@ -19,7 +19,7 @@ from jepa_core.run.rundir import load_run_config
 from jepa_core.metrics.stream import iter_rows
 from jepa_core.run.trainer import Trainer
 from jepa_core.train import main
-from test_train import deterministic_rows, fast_config
+from test_train import SMALL_MODEL, deterministic_rows, fast_config
 
 
 def strict_lines(path):
@@ -45,8 +45,7 @@ DIVERGE = ["optim.steps=40", "optim.warmup_steps=5", "faults.lr_blowup_factor=10
 
 
 def test_diverging_run_stops_as_diverged_with_nan_rows_and_a_critical_alert(tmp_path, capsys):
-    small = ["model.embed_dim=32", "model.depth=2", "model.num_heads=2", "model.pred_dim=16", "model.pred_depth=1",
-             "model.pred_num_heads=2", "data.num_train=256", "data.num_heldout=64", "optim.batch_size=16", "eval.probe_epochs=5",
+    small = [*SMALL_MODEL, "data.num_train=256", "data.num_heldout=64", "optim.batch_size=16", "eval.probe_epochs=5",
              "logging.tensorboard=false", "diagnostics.weights_health_every_steps=1",
              "diagnostics.covariance_every_steps=1", f"logging.runs_dir={json.dumps(str(tmp_path))}"]
     args = ["--quiet", "--name", "div"]

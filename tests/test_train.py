@@ -13,10 +13,14 @@ from jepa_core.metrics.reader import read_metrics
 from jepa_core.run.trainer import Trainer
 from jepa_core.train import main
 
-# A few seconds of training: a small model, small batch, small data, every diagnostic due often.
+# A model a few times smaller than tiny's: what these tests check (resume, survival, the stream) does not depend on
+# its size, and it keeps the everyday tier fast.
+SMALL_MODEL = ["model.embed_dim=32", "model.depth=2", "model.num_heads=2", "model.pred_dim=16", "model.pred_depth=1",
+               "model.pred_num_heads=2"]
+# A few seconds of training: the small model, small batch, small data, every diagnostic due often.
 FAST = [
-    "model.embed_dim=32", "model.depth=2", "model.num_heads=2", "model.pred_dim=16", "model.pred_depth=1",
-    "model.pred_num_heads=2", "optim.steps=12", "optim.batch_size=16", "optim.warmup_steps=3", "data.num_train=256", "data.num_heldout=64",
+    *SMALL_MODEL, "optim.steps=12", "optim.batch_size=16", "optim.warmup_steps=3", "data.num_train=256",
+    "data.num_heldout=64",
     "eval.probe_epochs=5", "diagnostics.eval_every_steps=6", "logging.checkpoint_every_steps=6",
     "diagnostics.covariance_every_steps=3", "diagnostics.weights_health_every_steps=4",
     "diagnostics.param_distance_every_steps=3", "logging.tensorboard=false", "logging.progress_bar=false",

@@ -113,8 +113,7 @@ def test_smallest_accepted_heldout_split_evaluates(tmp_path: Path, num_heldout: 
         check(*[f"{k}={v}" for k, v in (("data.num_heldout", num_heldout - 1), ("eval.knn_k", knn_k),
                                          ("eval.artifacts", str(artifacts).lower()))])
     m = cfg.model
-    model = JEPA(m.img_size, m.patch_size, m.in_chans, m.embed_dim, m.depth, m.num_heads, m.mlp_ratio, m.pred_dim,
-                 m.pred_depth, m.pred_num_heads)
+    model = JEPA(m)
     heldout = make_shapes(num_heldout, m.img_size, cfg.data.num_classes, seed=1)
     result = run_evaluation(model, heldout, cfg, torch.device("cpu"), 0, tmp_path if artifacts else None, None, None)
     assert set(result) == {"knn/accuracy", "linear_probe/train_acc", "linear_probe/val_acc"}

@@ -256,32 +256,20 @@ class Predictor(nn.Module):
 
 
 class JEPA(nn.Module):
-    """Context encoder + EMA target encoder (no gradients) + predictor.
+    """Context encoder + EMA target encoder (no gradients) + predictor, sized by a run's `[model]` section.
 
-    The sizes have no defaults here (nor in the two modules): the defaults are `ModelConfig`'s, and a run's
-    model is built from its config by `build_jepa`."""
+    The sizes live in `ModelConfig` alone (the two modules take them explicitly, with no defaults of their own);
+    `build_jepa` adds the seeded initialisation a run uses."""
 
-    def __init__(
-        self,
-        img_size: int,
-        patch_size: int,
-        in_chans: int,
-        embed_dim: int,
-        depth: int,
-        num_heads: int,
-        mlp_ratio: float,
-        pred_dim: int,
-        pred_depth: int,
-        pred_num_heads: int,
-    ) -> None:
+    def __init__(self, m: ModelConfig) -> None:
         super().__init__()
-        self.context_encoder = VisionTransformer(img_size, patch_size, in_chans, embed_dim, depth, num_heads, mlp_ratio)
+        self.context_encoder = VisionTransformer(m.img_size, m.patch_size, m.in_chans, m.embed_dim, m.depth,
+                                                 m.num_heads, m.mlp_ratio)
         self.target_encoder = copy.deepcopy(self.context_encoder)
         self.target_encoder.requires_grad_(False)
         grid_h, grid_w = self.grid_size
-        self.predictor = Predictor(
-            self.num_patches, grid_h, grid_w, embed_dim, pred_dim, pred_depth, pred_num_heads, mlp_ratio
-        )
+        self.predictor = Predictor(self.num_patches, grid_h, grid_w, m.embed_dim, m.pred_dim, m.pred_depth,
+                                   m.pred_num_heads, m.mlp_ratio)
 
     @property
     def grid_size(self) -> tuple[int, int]:
@@ -299,8 +287,7 @@ def build_jepa(m: ModelConfig, seed: int) -> JEPA:
     neither depends on nor changes the caller's random state."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return JEPA(m.img_size, m.patch_size, m.in_chans, m.embed_dim, m.depth, m.num_heads, m.mlp_ratio, m.pred_dim,
-                    m.pred_depth, m.pred_num_heads)
+        return JEPA(m)
 
 
 def param_counts(model: JEPA) -> dict[str, int]:
