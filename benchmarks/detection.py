@@ -27,8 +27,8 @@ from the same stream: loss-only (a person watching the loss curve: the first non
 spike LOSS_Z scales above its running level) and evaluation (the first kNN accuracy EVAL_MARGIN below its best).
 
 The library is split by seed and by setting (benchmarks/library.py): thresholds are chosen on the tuning split; the
-test split holds other seeds and a setting never tuned on, all recorded after the thresholds were frozen. Both are
-printed and named.
+test split is the newest round of the library, other seeds and a setting never tuned on, all recorded after the rules
+and thresholds were frozen. Both are printed and named.
 
     python benchmarks/detection.py               # both splits, a summary each; exit 1 when a target is missed
     python benchmarks/detection.py --split tune  # only the tuning split (the one to look at while tuning)
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from library import LIBRARY, load_case  # noqa: E402
+from library import LIBRARY, Case, load_case  # noqa: E402
 
 from jepa_core.config import Config, ConfigError, apply_overrides  # noqa: E402
 from jepa_core.alerts.detectors import RobustBaseline  # noqa: E402
@@ -64,7 +64,8 @@ WARNINGS_PER_HEALTHY_RUN = 0.1  # target: at most 1 warning per 10 healthy runs
 # The faults each rule is made for: every rule must fire on at least one of its cases, or be removed.
 MADE_FOR = {
     "mask_leak": {"mask_leak"}, "target_gradients": {"target_gradients"}, "non_finite": {"lr_blowup"},
-    "variance_collapse": {"collapse"}, "rank_collapse": {"collapse"}, "false_comfort": {"collapse"},
+    "variance_collapse": {"collapse"}, "steady_collapse": {"collapse"}, "rank_collapse": {"collapse"},
+    "false_comfort": {"collapse"},
     "ema_stalled": {"frozen_target", "target_copies_online"}, "ema_runaway": {"lr_blowup"},
     "divergence": {"lr_blowup"},
 }
@@ -231,7 +232,8 @@ def judge(case_dir: Path, rules: RulesConfig | None = None) -> Judgement:
         healthy = load_case(parent)[1]
     harm_step, why = harm(rows, after, healthy)
     first_loss = next((r["step"] for r in rows if r["step"] > after and "loss" in r), None)
-    return Judgement(f"{info['setting']}/{case_dir.name}", info["split"], info["fault"], onset, harm_step, why,
+    split = Case(info["setting"], info["seed"]).split  # the library's current split, not the one at recording
+    return Judgement(f"{info['setting']}/{case_dir.name}", split, info["fault"], onset, harm_step, why,
                      [a for a in alerts if a.step > after], loss_baseline_step(rows, after),
                      eval_baseline_step(rows, after), first_loss)
 

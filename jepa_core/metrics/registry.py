@@ -131,7 +131,8 @@ METRICS: tuple[Metric, ...] = (
     _m("target/cov_offdiag_abs_mean", "covariance", _panel(_TARGET)),
     # The target on one fixed probe batch: read by the rules (a never-updated target gives identical values), not
     # charted.
-    _m("target/fixed_batch_std_mean", "param_distance", read_by=("variance_collapse", "ema_stalled", "false_comfort")),
+    _m("target/fixed_batch_std_mean", "param_distance",
+       read_by=("variance_collapse", "steady_collapse", "ema_stalled", "false_comfort")),
     _m("target/fixed_batch_norm_mean", "param_distance", read_by=("ema_stalled",)),
     _m("pred/norm_mean", "representation", _panel(_PRED_REP)),
     _m("pred/std_mean", "representation", _panel(_PRED_REP)),
