@@ -1,7 +1,8 @@
 """Early warning (SPEC §7): statistics over a signal's own history, the rules built on them and the engine.
 
-Owns: `detectors` (robust baselines, CUSUM, trend breaks), `base` (the alert, the rule protocol and its plumbing),
-`rules` (one class per §7 rule and `build_rules`), `engine` (`RuleEngine`, `evaluate_rows`). The thresholds are
-`jepa_core.config.rules.RulesConfig`; judging a finished run directory is `jepa_core.workbench.doctor`.
+Owns: `detectors` (robust baselines, CUSUM, trend breaks, falls from a rested level), `base` (the alert, the rule
+protocol and its plumbing), `collapse` (the representation-collapse rules), `rules` (the other §7 rules and
+`build_rules`), `engine` (`RuleEngine`, `evaluate_rows`). The thresholds are `jepa_core.config.rules.RulesConfig`;
+judging a finished run directory is `jepa_core.workbench.doctor`.
 May import: `jepa_core.common`, `config`, `metrics` (row values and NaN tokens). The run loop fires them live.
 """

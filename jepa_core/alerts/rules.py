@@ -4,8 +4,8 @@ Two kinds. Invariant rules fire at once on a logged fact that is exact on every 
 context, a target parameter that trains, a non-finite loss, a target equal to the online encoder or never updated.
 Trend rules judge a signal against its own recent level, slope and noise (`detectors.TrendBreak`), never against a
 fixed fraction of its peak: a healthy run drifts, by an amount that depends on the setting, while a failure makes a
-signal fall (or climb) faster than it was moving. `false_comfort` is a combination only a failure produced in the
-detection library: variance and rank collapsing at once while predictions still match the targets.
+signal fall (or climb) faster than it was moving. The representation-collapse rules live in
+`jepa_core.alerts.collapse`; this module holds the invariants, the EMA and divergence rules, and the set.
 
 The alert type and the rule plumbing live in `jepa_core.alerts.base`, the thresholds in `jepa_core.config.rules`,
 the statistics in `jepa_core.alerts.detectors`; `jepa_core.alerts.engine` runs them over a stream. Each rule names its
@@ -18,7 +18,9 @@ from __future__ import annotations
 import math
 
 from jepa_core.alerts.base import Alert, Rule, RuleBase, fmt, number
-from jepa_core.alerts.detectors import FallFromStable, OneSidedCusum, RobustBaseline, TrendBreak
+from jepa_core.alerts.collapse import (FalseComfortRule, RankCollapseRule, SteadyCollapseRule, Trend,
+                                       VarianceCollapseRule)
+from jepa_core.alerts.detectors import OneSidedCusum, RobustBaseline
 from jepa_core.config.rules import RulesConfig, split_names
 
 
@@ -61,127 +63,6 @@ class NonFiniteRule(RuleBase):
                     "learning rate and its warm-up (lower it), mixed precision (bf16/fp16 overflow: try fp32), "
                     "gradient clipping, and NaN/Inf in the input batch; resume from the last finite checkpoint.")))
         return alerts
-
-
-class _Trend:
-    """One signal judged against its own trend: a `TrendBreak` on the log of its readings after warm-up.
-
-    Log values make the noise scale and the slope relative (a 10% fall is the same whatever the metric's units).
-    `rising` watches for a climb instead of a fall.
-    """
-
-    def __init__(self, cfg: RulesConfig, threshold: float, rising: bool = False) -> None:
-        self.rising = rising
-        self.detector = TrendBreak(cfg.trend_level_steps, cfg.trend_slope_steps, cfg.trend_drift, threshold,
-                                   clip=cfg.trend_clip, min_scale=cfg.trend_min_scale,
-                                   scale_alpha=cfg.trend_scale_alpha)
-
-    def update(self, step: int, value: float) -> bool:
-        x = math.log(max(value, 1e-30))
-        return self.detector.update(step, -x if self.rising else x)
-
-    @property
-    def level(self) -> float | None:
-        """The trend's current level, in the metric's units."""
-        level = self.detector.level
-        return None if level is None else math.exp(-level if self.rising else level)
-
-
-class _TrendRule(RuleBase):
-    """Signals each judged against their own trend. `breaking` holds the metrics whose fall is, at the latest
-    reading, faster than their trend and noise allow (false_comfort reads it). A subclass names itself and defines
-    `message(metric, value, step, trend, severity)`: what the alert says to check."""
-
-    def __init__(self, cfg: RulesConfig, thresholds: dict[str, float]) -> None:
-        super().__init__(cfg)
-        self.trends = {metric: _Trend(cfg, threshold) for metric, threshold in thresholds.items()}
-        self.watches = frozenset(thresholds)
-        self.breaking: set[str] = set()
-
-    def judge(self, trend: _Trend, step: int, value: float) -> tuple[bool, str]:
-        """(in the condition, severity) for one reading."""
-        return trend.update(step, value), "warning"
-
-    def update(self, row: dict) -> list[Alert]:
-        step, alerts = row["step"], []
-        for metric, trend in self.trends.items():
-            value = self._settled_reading(row, metric)
-            if value is None:
-                continue
-            breaking, severity = self.judge(trend, step, value)
-            self.breaking.discard(metric)
-            if breaking:
-                self.breaking.add(metric)
-            if self.gate.observe(metric, breaking, 1):
-                alerts.append(self._alert(step, severity, metric, value,
-                                          self.message(metric, value, step, trend, severity)))
-        return alerts
-
-
-class VarianceCollapseRule(_TrendRule):
-    name = "variance_collapse"
-
-    def __init__(self, cfg: RulesConfig) -> None:
-        # The fixed-batch std is the target's spread on the same probe images every time: no sampling noise, so a
-        # slow collapse late in a run stands out of its trend long before the per-batch std does.
-        super().__init__(cfg, {"target/std_mean": cfg.variance_break, "target/std_l2n": cfg.variance_break,
-                               "target/fixed_batch_std_mean": cfg.fixed_batch_variance_break})
-
-    def judge(self, trend: _Trend, step: int, value: float) -> tuple[bool, str]:
-        if value <= self.cfg.variance_abs_floor:  # constant features, whatever the history
-            return True, "critical"
-        return super().judge(trend, step, value)
-
-    def message(self, metric: str, value: float, step: int, trend: _Trend, severity: str) -> str:
-        how = ("the target features are constant" if severity == "critical" else
-               f"falling faster than its own trend and noise allow (trend level {fmt(trend.level or 0)})")
-        return (f"variance collapse: {metric} = {fmt(value)} at step {step}, {how}; the target features are "
-                "converging to a constant while the loss can still look fine. Check first the EMA momentum "
-                "(ema.start close to 1, not 0), that the target encoder is not the online encoder, any extra "
-                "loss term, the predictor depth and the learning rate; compare target/effective_rank.")
-
-
-class SteadyCollapseRule(RuleBase):
-    """The target's spread on the fixed probe batch fallen well below where it last rested (`FallFromStable`): a
-    collapse that sets in slowly and steadily, which a trend learns as a new pace. The fixed batch has no sampling
-    noise, so its level is comparable across readings."""
-
-    name = "steady_collapse"
-    metric = "target/fixed_batch_std_mean"
-    watches = frozenset({metric})
-
-    def __init__(self, cfg: RulesConfig) -> None:
-        super().__init__(cfg)
-        self.fall = FallFromStable(cfg.steady_window_steps, cfg.steady_stable_change, cfg.steady_fall)
-
-    def update(self, row: dict) -> list[Alert]:
-        value = self._settled_reading(row, self.metric)
-        if value is None or value <= 0:
-            return []
-        step = row["step"]
-        if not self.gate.observe(self.metric, self.fall.update(step, value), 1):
-            return []
-        reference = self.fall.reference or value
-        return [self._alert(step, "warning", self.metric, value, (
-            f"steady collapse: {self.metric} = {fmt(value)} at step {step}, {fmt(100 * (1 - value / reference))}% "
-            f"below {fmt(reference)}, where it rested at step {self.fall.reference_step}, and falling ever since: "
-            "the target features are shrinking toward a constant while the loss looks fine. Check first any extra "
-            "loss term, the EMA momentum and the learning rate; watch target/effective_rank, which follows."))]
-
-
-class RankCollapseRule(_TrendRule):
-    name = "rank_collapse"
-
-    def __init__(self, cfg: RulesConfig) -> None:
-        super().__init__(cfg, {"target/token_effective_rank": cfg.rank_break,
-                               "target/effective_rank": cfg.pooled_rank_break})
-
-    def message(self, metric: str, value: float, step: int, trend: _Trend, severity: str) -> str:
-        return (f"rank collapse: {metric} = {fmt(value)} at step {step}, falling faster than its own trend "
-                f"and noise allow (trend level {fmt(trend.level or 0)}); the representation is losing "
-                "dimensions. Check first the EMA momentum (target copying the online encoder collapses within "
-                "~100 steps), the learning rate (a blow-up collapses rank while std rises), and the masks; "
-                "watch target/std_l2n and the loss for the crash that follows.")
 
 
 class EmaStalledRule(RuleBase):
@@ -240,7 +121,7 @@ class EmaRunawayRule(RuleBase):
 
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
-        self.trend = _Trend(cfg, cfg.ema_runaway_break, rising=True)
+        self.trend = Trend(cfg, cfg.ema_runaway_break, rising=True)
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg = row["step"], self.cfg
@@ -256,33 +137,6 @@ class EmaRunawayRule(RuleBase):
             f"{'farther than the weights norm' if out_of_bounds else 'climbing faster than its own trend'}). Check "
             "first the learning rate (a blow-up moves the online weights faster than the EMA can follow; see "
             "grad_norm and loss), then the EMA momentum schedule."))]
-
-
-class FalseComfortRule(RuleBase):
-    """Variance and rank both collapsing at once while predictions still match the targets: a combination that a
-    healthy run's slow drift does not produce."""
-
-    name = "false_comfort"
-    metric = "pred_target/cosine"
-
-    def __init__(self, cfg: RulesConfig, variance: VarianceCollapseRule, rank: RankCollapseRule) -> None:
-        super().__init__(cfg)
-        self.variance, self.rank = variance, rank
-        self.watches = frozenset({self.metric, *variance.watches, *rank.watches})
-
-    def update(self, row: dict) -> list[Alert]:
-        step, cfg = row["step"], self.cfg
-        cosine = self._settled_reading(row, self.metric)
-        if cosine is None:
-            return []
-        both = bool(self.variance.breaking) and bool(self.rank.breaking)
-        if self.gate.observe(self.metric, both and cosine >= cfg.false_comfort_cosine, cfg.false_comfort_patience):
-            return [self._alert(step, "critical", self.metric, cosine, (
-                f"false comfort: predictions match targets (cosine {fmt(cosine)}) while both the target variance "
-                f"({', '.join(sorted(self.variance.breaking))}) and its rank ({', '.join(sorted(self.rank.breaking))}) "
-                f"collapse at step {step}; a constant target is trivially predictable. Check first the EMA "
-                "momentum, any extra loss term and the learning rate; do not trust the loss."))]
-        return []
 
 
 class _LevelShift:
