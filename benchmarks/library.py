@@ -39,7 +39,7 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 # 2. the never-tuned `holdout` setting (all seeds) and seeds 5-6 of tiny and calib, recorded after the thresholds were
 #    frozen (f43b3f8, cb47753) and reported as the test split (cd0911b). Its one miss, a slow steady collapse, was
 #    then studied to design `steady_collapse`: tuning data since.
-# 3. the test split now, recorded after `steady_collapse` and every threshold were frozen (commit named in the
+# 3. the test split now, recorded after `steady_collapse` and every threshold were frozen (a81912c, also in the
 #    README): the never-tuned `wide` setting (all seeds) and seeds 7-8 of tiny and holdout.
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8)}  # the new seeds of a round, on settings of earlier rounds (each grid cell once)
 ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout")}
