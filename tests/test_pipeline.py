@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 
 from jepa_core.common.seeds import sample_rng
 from jepa_core.config import apply_overrides, preset
@@ -175,6 +175,40 @@ def test_horizontal_flip_mirrors_the_crop(tmp_path: Path) -> None:
     flipped = crop_to_tensor(image, (0.0, 0.0, 40.0, 40.0), 20, flip=True)
     assert torch.equal(flipped, plain.flip(-1))
     assert plain[:, :, 0].float().mean() > 200 and flipped[:, :, -1].float().mean() > 200
+
+
+@pytest.mark.parametrize("turn", range(1, 9))
+def test_a_photo_is_cropped_upright_as_its_exif_orientation_says(tmp_path: Path, turn: int) -> None:
+    # A camera stores the pixels as shot and says in EXIF how to turn them. Crops must be drawn on the upright photo:
+    # the same as cropping the photo turned by Pillow's own exif_transpose (within a grey level of resampling).
+    pixels = (np.random.default_rng(turn).random((48, 80, 3)) * 255).astype(np.uint8)
+    pixels[:12, :24] = 255  # a bright corner, so every turn looks different
+    exif = Image.Exif()
+    exif[0x0112] = turn
+    Image.fromarray(pixels).save(tmp_path / "photo.png", exif=exif)
+    with Image.open(tmp_path / "photo.png") as stored, Image.open(tmp_path / "photo.png") as raw:
+        upright = ImageOps.exif_transpose(raw)
+        assert upright.size == ((48, 80) if turn >= 5 else (80, 48))
+        for box in ((5.0, 7.0, 30.0, 20.0), (0.0, 0.0, float(upright.size[0]), float(upright.size[1]))):
+            ours, theirs = crop_to_tensor(stored, box, 16, draft=False), crop_to_tensor(upright, box, 16, draft=False)
+            assert (ours.int() - theirs.int()).abs().max() <= 1, box
+        rng = np.random.default_rng(0)
+        assert TrainTransform(16)(stored, rng).shape == EvalTransform(16)(stored).shape == (3, 16, 16)
+
+
+def test_a_turned_jpeg_is_still_drafted(tmp_path: Path) -> None:
+    y, x = np.mgrid[0:320, 0:480]
+    pixels = np.stack([x * 255 // 479, y * 255 // 319, (x + y) * 255 // 798], axis=2).astype(np.uint8)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored landscape, shown portrait
+    Image.fromarray(pixels).save(tmp_path / "turned.jpg", quality=95, exif=exif)
+    box = (20.0, 40.0, 280.0, 400.0)  # on the upright 320 x 480 photo
+    with Image.open(tmp_path / "turned.jpg") as image:
+        drafted = crop_to_tensor(image, box, 32, draft=True)
+        assert image.size == (60, 40)  # decoded at 1/8 scale
+    with Image.open(tmp_path / "turned.jpg") as image:
+        full = crop_to_tensor(ImageOps.exif_transpose(image), box, 32, draft=False)
+    assert (drafted.float() - full.float()).abs().mean() < 4  # grey levels out of 255
 
 
 # ------------------------------------------------------------------------------------------------- training runs

@@ -74,6 +74,13 @@ def test_non_finite_in_toml_file_rejected(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ derived sizes
+@pytest.mark.parametrize("key", ["non_finite_metrics", "ema_frozen_metrics"])
+def test_a_rule_metric_list_names_only_registered_metrics(key: str) -> None:
+    check(f"rules.{key}='loss'" if key == "non_finite_metrics" else f"rules.{key}='target/fixed_batch_std_mean'")
+    with pytest.raises(ConfigError, match=rf"rules\.{key}: 'grad_nrom' is not a registered metric"):
+        check(f"rules.{key}='loss,grad_nrom'")
+
+
 def test_mlp_hidden_width_must_be_at_least_one() -> None:
     with pytest.raises(ConfigError, match=r"model.mlp_ratio 0.001 .*int\(96 \* 0.001\) = 0 .*model.embed_dim"):
         check("model.mlp_ratio=0.001")

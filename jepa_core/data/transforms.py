@@ -5,7 +5,8 @@ in `crop_ratio`, 10 tries, then a centre crop) and an optional horizontal flip; 
 Generator the caller passes (see common.seeds.sample_rng), never from global state. Evaluation: the central square,
 resized (no randomness). A JPEG is drafted before it is decoded: libjpeg decodes it directly at 1/2, 1/4 or 1/8 scale
 when the crop still covers at least the output size there, so a 500-px photo cropped to 32 px costs a fraction of a
-full decode. Crop and resize are one PIL call (`resize(box=...)`, antialiased bilinear).
+full decode. Crop and resize are one PIL call (`resize(box=...)`, antialiased bilinear). A photo's EXIF orientation
+is honoured: crops are drawn on the upright image, as a viewer shows it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,39 @@ from PIL import Image
 DECODE_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, SyntaxError, EOFError, struct.error,
                                                   Image.DecompressionBombError)
 
-Box = tuple[float, float, float, float]  # left, top, width, height in the original image's pixels
+Box = tuple[float, float, float, float]  # left, top, width, height in the upright image's pixels
+
+# EXIF orientation (tag 0x0112): how a camera's stored pixels are turned to show the photo upright. Boxes are drawn
+# on the upright image; the stored pixels are cropped (so a JPEG can still be drafted) and only the small output
+# is turned.
+ORIENTATION_TAG = 0x0112
+_UPRIGHT = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
+            5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+            8: Image.Transpose.ROTATE_90}
+
+
+def orientation(image: Image.Image) -> int:
+    """The image's EXIF orientation, 1 (as stored) when it has none or an invalid one."""
+    value = image.getexif().get(ORIENTATION_TAG, 1)
+    return value if value in _UPRIGHT else 1
+
+
+def upright_size(image: Image.Image) -> tuple[int, int]:
+    width, height = image.size
+    return (height, width) if orientation(image) in (5, 6, 7, 8) else (width, height)
+
+
+def _stored_point(u: float, v: float, turn: int, width: int, height: int) -> tuple[float, float]:
+    """The stored pixel position shown at (u, v) of the upright image (width x height: the stored size)."""
+    return {2: (width - u, v), 3: (width - u, height - v), 4: (u, height - v), 5: (v, u), 6: (v, height - u),
+            7: (width - v, height - u), 8: (width - v, u)}[turn]
+
+
+def _stored_box(box: Box, turn: int, width: int, height: int) -> Box:
+    left, top, w, h = box
+    (x0, y0), (x1, y1) = (_stored_point(left, top, turn, width, height),
+                          _stored_point(left + w, top + h, turn, width, height))
+    return min(x0, x1), min(y0, y1), abs(x1 - x0), abs(y1 - y0)
 
 
 def random_resized_crop_box(width: int, height: int, scale: tuple[float, float], ratio: tuple[float, float],
@@ -57,8 +90,9 @@ def centre_square_box(width: int, height: int) -> Box:
 
 
 def crop_to_tensor(image: Image.Image, box: Box, size: int, draft: bool = True, flip: bool = False) -> torch.Tensor:
-    """uint8 [3, size, size]: `box` of `image` resized to size x size (and mirrored when `flip`)."""
-    left, top, width, height = box
+    """uint8 [3, size, size]: `box` of the upright `image` resized to size x size (and mirrored when `flip`)."""
+    turn = orientation(image)
+    left, top, width, height = box if turn == 1 else _stored_box(box, turn, *image.size)
     if draft and image.format == "JPEG":
         full_w, full_h = image.size
         # Ask for the largest reduction at which the crop still spans `size` pixels each way (no upsampling
@@ -71,6 +105,8 @@ def crop_to_tensor(image: Image.Image, box: Box, size: int, draft: bool = True, 
             width, height = min(width, image.size[0] - left), min(height, image.size[1] - top)
     rgb = image if image.mode == "RGB" else image.convert("RGB")
     out = rgb.resize((size, size), Image.Resampling.BILINEAR, box=(left, top, left + width, top + height))
+    if turn != 1:
+        out = out.transpose(_UPRIGHT[turn])
     if flip:
         out = out.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
     return torch.from_numpy(np.array(out, dtype=np.uint8)).permute(2, 0, 1).contiguous()
@@ -87,7 +123,7 @@ class TrainTransform:
     draft: bool = True
 
     def __call__(self, image: Image.Image, rng: np.random.Generator) -> torch.Tensor:
-        box = random_resized_crop_box(image.size[0], image.size[1], self.scale, self.ratio, rng)
+        box = random_resized_crop_box(*upright_size(image), self.scale, self.ratio, rng)
         flip = self.hflip and bool(rng.random() < 0.5)
         return crop_to_tensor(image, box, self.size, self.draft, flip)
 
@@ -100,4 +136,4 @@ class EvalTransform:
     draft: bool = True
 
     def __call__(self, image: Image.Image, rng: np.random.Generator | None = None) -> torch.Tensor:
-        return crop_to_tensor(image, centre_square_box(*image.size), self.size, self.draft)
+        return crop_to_tensor(image, centre_square_box(*upright_size(image)), self.size, self.draft)

@@ -11,9 +11,11 @@ from pathlib import Path
 import numpy as np
 
 from jepa_core.config import CADENCE_KEYS, Config, ConfigError, ModelConfig
+from jepa_core.config.rules import split_names
 from jepa_core.data import DataError, heldout_count, list_image_folder
 from jepa_core.method.masks import MaskConfigError, check_mask_config
 from jepa_core.method.probes import MIN_LABELLED_IMAGES
+from jepa_core.metrics import registry
 from jepa_core.run.evaluation import RETRIEVAL_K, RETRIEVAL_QUERIES
 
 # A run name becomes a directory name, a path in messages and a title in reports: a portable file-name character
@@ -288,4 +290,15 @@ def validate_config(cfg: Config) -> Config:
         cfg.rules.validate()
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+    _check_rule_metric_names(cfg)
     return cfg
+
+
+def _check_rule_metric_names(cfg: Config) -> None:
+    """A misspelt name in a rule's metric list would leave the rule silently watching nothing."""
+    for key in ("non_finite_metrics", "ema_frozen_metrics"):
+        for name in split_names(getattr(cfg.rules, key)):
+            try:
+                registry.metric(name)
+            except KeyError as exc:
+                raise ConfigError(f"rules.{key}: {exc.args[0]}") from None
