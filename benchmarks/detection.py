@@ -16,8 +16,13 @@ it was switched on. Harmful, from the first reading after the onset at which one
 - a structural invariant of the method is broken: a target patch in the context (`mask/overlap_fraction` > 0), a
   target parameter that trains (`ema/target_grad_params` > 0), a target that is a copy of the online encoder
   (`ema/relative_param_l2` exactly 0 for INVARIANT_READINGS readings) or one never updated (its statistics on a fixed
-  batch, `target/fixed_batch_std_mean`, bit-identical for INVARIANT_READINGS readings). These are logged facts about
-  a broken method, harmful whatever the evaluation does in the run's remaining steps.
+  batch, `target/fixed_batch_std_mean`, identical for INVARIANT_READINGS readings while those of the run without the
+  fault changed between the same readings). These are logged facts about a broken method, harmful whatever the
+  evaluation does in the run's remaining steps.
+
+The two tests against the run without the fault (collapse, frozen) do not apply to a healthy run itself. Until
+round 4 the frozen test compared a run only with itself, and called the last readings of tiny seed 7, where a
+healthy target moved by less than the library's six digits, frozen: a label fixed after round 3 was read.
 
 Otherwise benign. A harmful run must be caught (an alert of any severity after the onset), and before both baselines
 unless it is blunt: the loss itself shows it at its first reading after the onset (a divergence to NaN/Inf, a target
@@ -93,6 +98,8 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
     low = dict.fromkeys(COLLAPSE_KEYS, 0)
     reference = {key: _readings(healthy, key) for key in COLLAPSE_KEYS} if healthy is not None else None
     last_fixed: float | None = None
+    last_fixed_step: int | None = None
+    fixed_reference = _readings(healthy, "target/fixed_batch_std_mean") if healthy is not None else {}
     for row in rows:
         step = row["step"]
         after = step > onset
@@ -109,8 +116,13 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
             copies = copies + 1 if after and distance == 0.0 else 0
         fixed = _value(row, "target/fixed_batch_std_mean")
         if fixed is not None:
-            frozen = frozen + 1 if after and fixed == last_fixed else 0
-            last_fixed = fixed
+            # Frozen only where the run without the fault moved between the same two readings: near the end of a
+            # schedule the EMA momentum reaches 1 and the lr its floor, and a healthy target then changes by less
+            # than the library's six digits (tiny seed 7 read 0.914207 three times from step 1560).
+            ref_now, ref_last = fixed_reference.get(step), fixed_reference.get(last_fixed_step)
+            moved = ref_now is not None and ref_last is not None and ref_now != ref_last
+            frozen = frozen + 1 if after and moved and fixed == last_fixed else 0
+            last_fixed, last_fixed_step = fixed, step
         if copies >= INVARIANT_READINGS or frozen >= INVARIANT_READINGS:
             return step, "target copies online" if copies >= INVARIANT_READINGS else "target frozen"
         for key in ("knn/accuracy", "linear_probe/val_acc"):

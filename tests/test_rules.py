@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from jepa_core.alerts.detectors import EpisodeGate, FallFromStable, OneSidedCusum, RobustBaseline, TrendBreak
+from jepa_core.alerts.detectors import (EpisodeGate, FallFromStable, FirstDescent, OneSidedCusum, RobustBaseline,
+                                        TrendBreak)
 from jepa_core.alerts.base import Alert, Rule
 from jepa_core.alerts.engine import RuleEngine, build_rules, evaluate_rows
 from jepa_core.config import RulesConfig
@@ -181,6 +182,66 @@ def test_steady_collapse_is_silent_on_a_slow_drift_and_on_a_dip_before_the_signa
 
     assert alerts_of(synthetic_run(5, mutate=drift), "steady_collapse") == []
     assert alerts_of(synthetic_run(5, mutate=early_dip), "steady_collapse") == []
+
+
+def first_descent(depth: float, start: int, length: int, then: float = 0.1) -> Mutator:
+    """The target's spread falls `depth` (fixed batch; the per-batch std twice as much, in log) over `length` steps
+    from `start`, as every healthy run's does early on, then moves by `then` per 100 steps (> 0: it recovers)."""
+    def mutate(step: int, row: dict) -> None:
+        x = min(max(step - start, 0), length) / length
+        factor = 1.0 - depth * (0.5 - 0.5 * math.cos(math.pi * x)) + then * max(step - start - length, 0) / 100
+        for key, power in (("target/fixed_batch_std_mean", 1.0), ("target/std_mean", 2.0), ("target/std_l2n", 2.0)):
+            if key in row:
+                row[key] *= factor ** power
+    return mutate
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_healthy_first_descent_is_held_and_forgotten_once_it_recovers(seed: int) -> None:
+    # The shape of tiny seed 7's early dip (rounds 1-3 of the detection library): the fixed-batch spread rests,
+    # falls 18% in 80 steps while the per-batch std falls twice as far, then recovers. Both variance rules warned
+    # on it; held, neither does, and nothing fires on the way back up (the held fall is forgotten at the recovery).
+    rows = synthetic_run(seed, steps=400, mutate=first_descent(0.18, 200, 80))
+    unheld = RulesConfig(first_descent_fall=0.0)
+    assert alerts_of(rows, "variance_collapse", unheld) and alerts_of(rows, "steady_collapse", unheld)
+    assert alerts_of(rows, "variance_collapse") == [] and alerts_of(rows, "steady_collapse") == []
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_collapse_inside_the_first_descent_fires_once_deeper_than_healthy_ones_go(seed: int) -> None:
+    rows = synthetic_run(seed, steps=400, mutate=first_descent(0.18, 200, 80, then=-0.3))  # it never recovers
+    alert = alerts_of(rows, "variance_collapse")[0]
+    fixed = {r["step"]: r["target/fixed_batch_std_mean"] for r in rows if "target/fixed_batch_std_mean" in r}
+    peak = max(v for step, v in fixed.items() if step <= alert.step)
+    latest = fixed[max(step for step in fixed if step <= alert.step)]
+    assert alert.severity == "warning" and 1 - latest / peak >= RulesConfig().first_descent_fall
+    assert alert.step - 10 <= next(step for step, v in sorted(fixed.items()) if step > 200 and v <= 0.78 * peak)
+
+
+def test_after_the_first_descent_a_fall_is_judged_as_before() -> None:
+    def shallow_then_collapse(step: int, row: dict) -> None:
+        first_descent(0.1, 80, 60)(step, row)  # a 10% descent that recovers from step 140
+        if step >= 300 and "target/std_mean" in row:
+            row["target/std_mean"] *= 0.5 ** ((step - 300) / 15)
+
+    rows = synthetic_run(0, steps=400, mutate=shallow_then_collapse)
+    held = alerts_of(rows, "variance_collapse")
+    unheld = alerts_of(rows, "variance_collapse", RulesConfig(first_descent_fall=0.0))
+    assert [a.step for a in held] == [a.step for a in unheld if a.step > 200]  # only the descent's warning is held
+    assert len(held) == 1 and 300 < held[0].step <= 340
+
+
+def test_first_descent_begins_past_noise_deepens_and_ends_for_good_on_a_recovery() -> None:
+    descent = FirstDescent(recovery=0.02)
+    for value in (1.0, 0.995, 1.001, 0.99):  # noise on a plateau: not a descent
+        assert not descent.update(value)
+    assert not descent.begun and descent.peak == 1.001
+    for value in (0.95, 0.85, 0.8, 0.81):  # 0.81 is 1.25% above the low: not yet a recovery
+        assert not descent.update(value)
+    assert descent.begun and descent.depth == pytest.approx(1 - 0.8 / 1.001)
+    assert descent.update(0.817)  # 2.1% above the low: the descent ends here ...
+    assert descent.over and descent.depth == 0.0
+    assert not descent.update(0.5) and descent.depth == 0.0  # ... for good
 
 
 def test_fall_from_stable_follows_a_slow_drift_and_holds_its_reference_during_a_fall() -> None:
@@ -421,6 +482,7 @@ def test_config_is_plain_data() -> None:
     ("false_comfort_cosine", math.nan, "rules.false_comfort_cosine: must be finite"),
     ("non_finite_metrics", " , ", "rules.non_finite_metrics: needs at least one"),
     ("steady_fall", 1.0, r"rules.steady_fall: must be in \(0, 1\)"),
+    ("first_descent_fall", 1.0, r"rules.first_descent_fall: must be in \[0, 1\)"),
     ("steady_window_steps", 0, "rules.steady_window_steps: must be positive"),
 ])
 def test_bad_config_values_name_the_key(key: str, value: object, match: str) -> None:

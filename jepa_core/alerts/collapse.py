@@ -3,16 +3,18 @@
 
 A healthy run drifts, by an amount that depends on the setting, while a collapse makes a signal fall faster than it
 was moving (`TrendBreak`) or leave the level where it last rested (`FallFromStable`, for a fall that is steady from
-its first step). `false_comfort` is a combination only a failure produced in the detection library: variance and
-rank collapsing at once while predictions still match the targets.
+its first step). Both variance rules hold their warnings while the run is in its first descent (every healthy
+run's early fall of the target's spread, `FirstDescent`) until the fall is deeper than healthy ones go.
+`false_comfort` is a combination only a failure produced in the detection library: variance and rank collapsing at
+once while predictions still match the targets.
 """
 
 from __future__ import annotations
 
 import math
 
-from jepa_core.alerts.base import Alert, RuleBase, fmt
-from jepa_core.alerts.detectors import FallFromStable, TrendBreak
+from jepa_core.alerts.base import Alert, RuleBase, fmt, number
+from jepa_core.alerts.detectors import FallFromStable, FirstDescent, TrendBreak
 from jepa_core.config.rules import RulesConfig
 
 
@@ -40,6 +42,30 @@ class Trend:
         return None if level is None else math.exp(-level if self.rising else level)
 
 
+class FirstDescentGate:
+    """Holds a fall warning while the target's spread on the fixed probe batch is in its first descent (begun, not
+    yet recovered) and less than `rules.first_descent_fall` below its peak. Healthy runs fall up to ~20% there while
+    their features reorganise; a collapse that starts inside the descent goes on past that depth. Before the descent
+    begins, after it ends, and without the metric in the stream, the gate is open."""
+
+    metric = "target/fixed_batch_std_mean"
+
+    def __init__(self, cfg: RulesConfig) -> None:
+        self.fall = cfg.first_descent_fall
+        self.descent = FirstDescent(cfg.first_descent_recovery)
+
+    def observe(self, row: dict) -> bool:
+        """Learn from a row; True at the reading that ends the first descent: a fall held until then is over, and
+        the rule forgets it (or it would fire on the way back up)."""
+        value = number(row, self.metric)
+        ended = value is not None and math.isfinite(value) and value > 0 and self.descent.update(value)
+        return ended and self.fall > 0  # with the hold off (0) nothing was held, and nothing is forgotten
+
+    @property
+    def open(self) -> bool:
+        return not self.descent.begun or self.descent.over or self.descent.depth >= self.fall
+
+
 class TrendRule(RuleBase):
     """Signals each judged against their own trend. `breaking` holds the metrics whose fall is, at the latest
     reading, faster than their trend and noise allow (false_comfort reads it). A subclass names itself and defines
@@ -55,6 +81,11 @@ class TrendRule(RuleBase):
         """(in the condition, severity) for one reading."""
         return trend.update(step, value), "warning"
 
+    def alerts_now(self, severity: str) -> bool:
+        """Whether a reading in the condition may alert now (a subclass holds some back); `breaking` is kept
+        either way."""
+        return True
+
     def update(self, row: dict) -> list[Alert]:
         step, alerts = row["step"], []
         for metric, trend in self.trends.items():
@@ -65,7 +96,7 @@ class TrendRule(RuleBase):
             self.breaking.discard(metric)
             if breaking:
                 self.breaking.add(metric)
-            if self.gate.observe(metric, breaking, 1):
+            if self.gate.observe(metric, breaking and self.alerts_now(severity), 1):
                 alerts.append(self._alert(step, severity, metric, value,
                                           self.message(metric, value, step, trend, severity)))
         return alerts
@@ -79,6 +110,17 @@ class VarianceCollapseRule(TrendRule):
         # slow collapse late in a run stands out of its trend long before the per-batch std does.
         super().__init__(cfg, {"target/std_mean": cfg.variance_break, "target/std_l2n": cfg.variance_break,
                                "target/fixed_batch_std_mean": cfg.fixed_batch_variance_break})
+        self.first_descent = FirstDescentGate(cfg)
+        self.watches = self.watches | {FirstDescentGate.metric}
+
+    def update(self, row: dict) -> list[Alert]:
+        if self.first_descent.observe(row):
+            for trend in self.trends.values():
+                trend.detector.clear()
+        return super().update(row)
+
+    def alerts_now(self, severity: str) -> bool:
+        return severity == "critical" or self.first_descent.open
 
     def judge(self, trend: Trend, step: int, value: float) -> tuple[bool, str]:
         if value <= self.cfg.variance_abs_floor:  # constant features, whatever the history
@@ -106,13 +148,17 @@ class SteadyCollapseRule(RuleBase):
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
         self.fall = FallFromStable(cfg.steady_window_steps, cfg.steady_stable_change, cfg.steady_fall)
+        self.first_descent = FirstDescentGate(cfg)
 
     def update(self, row: dict) -> list[Alert]:
+        if self.first_descent.observe(row):  # the level it rested at before the descent is no reference now
+            self.fall = FallFromStable(self.cfg.steady_window_steps, self.cfg.steady_stable_change,
+                                       self.cfg.steady_fall)
         value = self._settled_reading(row, self.metric)
         if value is None or value <= 0:
             return []
         step = row["step"]
-        if not self.gate.observe(self.metric, self.fall.update(step, value), 1):
+        if not self.gate.observe(self.metric, self.fall.update(step, value) and self.first_descent.open, 1):
             return []
         reference = self.fall.reference or value
         return [self._alert(step, "warning", self.metric, value, (

@@ -19,6 +19,7 @@ __all__ = [
     "EpisodeGate",
     "TrendBreak",
     "FallFromStable",
+    "FirstDescent",
 ]
 
 
@@ -175,6 +176,10 @@ class TrendBreak:
         self.level, self.last_step = new_level, step
         return self.total >= self.threshold
 
+    def clear(self) -> None:
+        """Drop the accumulated shortfall (a fall now known to be over); the level, slope and noise are kept."""
+        self.total = 0.0
+
 
 @dataclass
 class FallFromStable:
@@ -207,3 +212,44 @@ class FallFromStable:
         if step - first_step >= self.window_steps and abs(value / first_value - 1.0) <= self.stable_change:
             self.reference, self.reference_step = value, step
         return self.reference is not None and value <= (1.0 - self.fall) * self.reference
+
+
+@dataclass
+class FirstDescent:
+    """A signal's first descent: from its highest reading until it first climbs `recovery` (relative) back above the
+    lowest reading since that peak. After that the descent is over for good.
+
+    Healthy JEPA runs all make one: early in training the target's spread and rank fall while the features
+    reorganise, then recover (every healthy run of the detection library: 3-20% on the fixed probe batch, more at a
+    high lr). A collapse that starts inside that descent looks, for its first steps, like it. The descent has
+    `begun` once the signal is `recovery` below its peak (less is noise); `depth` is the fall from the peak while
+    the descent lasts, 0 once it is over.
+
+    Memory: three floats.
+    """
+
+    recovery: float
+    peak: float | None = None
+    low: float | None = None
+    over: bool = False
+
+    def update(self, value: float) -> bool:
+        """Learn from a reading; True at the reading that ends the descent."""
+        if self.over:
+            return False
+        if self.peak is None or self.low is None or value >= self.peak:
+            self.peak = self.low = value
+            return False
+        self.low = min(self.low, value)
+        self.over = self.begun and value >= (1.0 + self.recovery) * self.low
+        return self.over
+
+    @property
+    def begun(self) -> bool:
+        return self.peak is not None and self.low is not None and self.low <= (1.0 - self.recovery) * self.peak
+
+    @property
+    def depth(self) -> float:
+        if self.over or self.peak is None or self.low is None or self.peak <= 0:
+            return 0.0
+        return 1.0 - self.low / self.peak
