@@ -43,7 +43,7 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    and every threshold were frozen (a81912c) and reported as the test split (fa37a0f). Its misses, a healthy run's
 #    deep first descent that two rules warned on and a harm label that read thinning as a frozen target, were then
 #    studied: tuning data since.
-# 4. the test split now, recorded after the first-descent gate and the harm-label fix were frozen (see the README):
+# 4. the test split now, recorded after the first-descent hold and the harm-label fix were frozen (ed3fdad):
 #    the never-tuned `momentum` setting (all seeds), seeds 9-10 of tiny and wide (healthy and a grid each) and
 #    seeds 9-10 of calib and holdout (healthy only: more healthy runs to judge the warning rate on).
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10)}  # a round's new seeds on settings of earlier rounds
