@@ -110,8 +110,7 @@ class VarianceCollapseRule(TrendRule):
         # slow collapse late in a run stands out of its trend long before the per-batch std does.
         super().__init__(cfg, {"target/std_mean": cfg.variance_break, "target/std_l2n": cfg.variance_break,
                                "target/fixed_batch_std_mean": cfg.fixed_batch_variance_break})
-        self.first_descent = FirstDescentGate(cfg)
-        self.watches = self.watches | {FirstDescentGate.metric}
+        self.first_descent = FirstDescentGate(cfg)  # reads the fixed-batch std, already among the watched metrics
 
     def update(self, row: dict) -> list[Alert]:
         if self.first_descent.observe(row):
