@@ -231,6 +231,24 @@ def test_after_the_first_descent_a_fall_is_judged_as_before() -> None:
     assert len(held) == 1 and 300 < held[0].step <= 340
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_a_steady_collapse_right_after_the_first_descent_falls_from_the_level_it_recovered_to(seed: int) -> None:
+    # The shape of tiny seed 9's missed collapse (round 4): the first descent recovers, and a slow collapse sets in
+    # before the spread rests again. Measured from nothing (the pre-descent rest forgotten, no new one), it never
+    # fired; measured from the level the descent recovered to, it does, once it is steady_fall below it.
+    def recover_then_slide(step: int, row: dict) -> None:
+        first_descent(0.15, 100, 60, then=0.3)(step, row)  # recovers from step 160 ...
+        if step > 180 and "target/fixed_batch_std_mean" in row:  # ... and from 180 slides, never resting
+            row["target/fixed_batch_std_mean"] *= math.exp(-0.001 * (step - 180) ** 1.3)
+
+    rows = synthetic_run(seed, steps=400, mutate=recover_then_slide)
+    alert = alerts_of(rows, "steady_collapse")[0]
+    fixed = {r["step"]: r["target/fixed_batch_std_mean"] for r in rows if "target/fixed_batch_std_mean" in r}
+    reference = int(alert.message.split("rested at step ")[1].split(",")[0])
+    assert 160 <= reference <= 190 and 200 < alert.step <= 320
+    assert fixed[alert.step] <= (1 - RulesConfig().steady_fall) * fixed[reference]
+
+
 def test_first_descent_begins_past_noise_deepens_and_ends_for_good_on_a_recovery() -> None:
     descent = FirstDescent(recovery=0.02)
     for value in (1.0, 0.995, 1.001, 0.99):  # noise on a plateau: not a descent

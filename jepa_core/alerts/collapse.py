@@ -150,13 +150,17 @@ class SteadyCollapseRule(RuleBase):
         self.first_descent = FirstDescentGate(cfg)
 
     def update(self, row: dict) -> list[Alert]:
-        if self.first_descent.observe(row):  # the level it rested at before the descent is no reference now
+        value = self._settled_reading(row, self.metric)
+        step = row["step"]
+        if self.first_descent.observe(row):
+            # The level it rested at before the descent is no reference now; the level it recovered to is, at
+            # once: a collapse that sets in right after the recovery falls from it before the signal could rest.
             self.fall = FallFromStable(self.cfg.steady_window_steps, self.cfg.steady_stable_change,
                                        self.cfg.steady_fall)
-        value = self._settled_reading(row, self.metric)
+            if value is not None and value > 0:
+                self.fall.reference, self.fall.reference_step = value, step
         if value is None or value <= 0:
             return []
-        step = row["step"]
         if not self.gate.observe(self.metric, self.fall.update(step, value) and self.first_descent.open, 1):
             return []
         reference = self.fall.reference or value
