@@ -15,14 +15,16 @@ it was switched on. Harmful, from the first reading after the onset at which one
 - the loss or the gradient norm turns non-finite;
 - a structural invariant of the method is broken: a target patch in the context (`mask/overlap_fraction` > 0), a
   target parameter that trains (`ema/target_grad_params` > 0), a target that is a copy of the online encoder
-  (`ema/relative_param_l2` exactly 0 for INVARIANT_READINGS readings) or one never updated (its statistics on a fixed
-  batch, `target/fixed_batch_std_mean`, identical for INVARIANT_READINGS readings while those of the run without the
-  fault changed between the same readings). These are logged facts about a broken method, harmful whatever the
+  (`ema/relative_param_l2` exactly 0 at one reading) or one never updated (its statistics on a fixed batch,
+  `target/fixed_batch_std_mean`, identical for INVARIANT_READINGS readings while those of the run without the fault
+  changed between the same readings). These are logged facts about a broken method, harmful whatever the
   evaluation does in the run's remaining steps.
 
 The two tests against the run without the fault (collapse, frozen) do not apply to a healthy run itself. Until
 round 4 the frozen test compared a run only with itself, and called the last readings of tiny seed 7, where a
-healthy target moved by less than the library's six digits, frozen: a label fixed after round 3 was read.
+healthy target moved by less than the library's six digits, frozen: a label fixed after round 3 was read. Until
+round 6 the copy test also asked for INVARIANT_READINGS readings, which at a parameter-distance cadence of 500 took
+1000 steps: a label fixed after round 5 was read (the one case it changed is named in benchmarks/library.py).
 
 Otherwise benign. A harmful run must be caught (an alert of any severity after the onset), and before both baselines
 unless it is blunt: the loss itself shows it at its first reading after the onset (a divergence to NaN/Inf, a target
@@ -123,8 +125,12 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
             moved = ref_now is not None and ref_last is not None and ref_now != ref_last
             frozen = frozen + 1 if after and moved and fixed == last_fixed else 0
             last_fixed, last_fixed_step = fixed, step
-        if copies >= INVARIANT_READINGS or frozen >= INVARIANT_READINGS:
-            return step, "target copies online" if copies >= INVARIANT_READINGS else "target frozen"
+        # A distance of exactly 0 is conclusive at one reading (the target's weights equal the online ones to the
+        # last bit); "frozen" compares six-digit readings, so it needs INVARIANT_READINGS of them. Two distance
+        # readings asked for 1000 steps at the default cadence of 500 (round 5: a target copying online from step
+        # 900 of 1200 was called benign, and the alert on it a false alarm).
+        if copies >= 1 or frozen >= INVARIANT_READINGS:
+            return step, "target copies online" if copies >= 1 else "target frozen"
         for key in ("knn/accuracy", "linear_probe/val_acc"):
             v = _value(row, key)
             if v is None or not math.isfinite(v):

@@ -1,6 +1,6 @@
 """The detection library: recorded runs that the early-warning rules are tuned on and tested on (SPEC §7, §8).
 
-Five settings, five seeds each, healthy (and more seeds of tiny, calib and holdout); for each §8 fault a grid of
+Eight settings, five seeds each, healthy (and more seeds of most, from later rounds); for each §8 fault a grid of
 magnitudes x onsets (early, middle, late) on the settings that have onsets. Recorded in rounds; the newest round is
 the test split (ROUND_SEEDS below). A fault run is branched from its healthy run at the onset's checkpoint:
 batches, masks and schedules are pure functions of the step, so up to the onset it is the healthy run, bit for bit,
@@ -48,13 +48,19 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    the first-descent hold and the harm-label fix were frozen (ed3fdad) and reported as the test split (97c285d).
 #    Its two misses, slow collapses that the hold or a deep first descent hid, were then studied to make
 #    steady_collapse measure from the level a first descent recovers to: tuning data since.
-# 5. the test split now, recorded after that change was frozen: the never-tuned `sparse` setting (all seeds), seeds
-#    11-12 of tiny and momentum (healthy and a grid each) and of quick and holdout (healthy only).
-ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12)}  # a round's new seeds on settings of earlier rounds
+# 5. the never-tuned `sparse` setting (all seeds), seeds 11-12 of tiny and momentum (healthy and a grid each) and of
+#    quick and holdout (healthy only), recorded after that change was frozen (d0b1188) and reported as the test
+#    split (6739f1d). Its misses, all on `sparse` (collapses and an lr blow-up that only the every-20-steps signals
+#    could show, and a target copying online that the harm label, needing two parameter-distance readings 500 steps
+#    apart, called benign), were then studied: tuning data since.
+# 6. the test split now: the never-tuned `blocks` setting (all seeds), seeds 13-14 of sparse (healthy and a grid) and
+#    of quick and calib (healthy only).
+ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14)}  # a round's new seeds on earlier settings
 ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny", "wide"),
-                       5: ("tiny", "momentum")}  # ... each grid cell once
-ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout")}  # ... healthy runs only
-TEST_ROUND = 5
+                       5: ("tiny", "momentum"), 6: ("sparse",)}  # ... each grid cell once
+ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
+                          6: ("quick", "calib")}  # ... healthy runs only
+TEST_ROUND = 6
 
 # Every library run: one thread (jobs run side by side), no tensorboard, no PNGs, every checkpoint kept to branch from.
 RUN_OVERRIDES = ("runtime.num_threads=1", "runtime.device='cpu'", "logging.tensorboard=false",
@@ -120,7 +126,18 @@ SETTINGS = (
                        "diagnostics.eval_every_steps=100", "optim.final_weight_decay=0.4", "ema.schedule='cosine'",
                        "masks.num_targets=4", "optim.steps=1200", "logging.checkpoint_every_steps=300"),
             1200, (300, 600, 900), 200, "tiny, the default (large-run) cadences 20/500, weight decay 0.04 -> 0.4, "
-            "cosine EMA, 4 target blocks, 1200 steps (never tuned on)", round=5),
+            "cosine EMA, 4 target blocks, 1200 steps", round=5),
+    # Never tuned on: a user who changes the masks (two smaller target blocks of 10-15%, a context of 70-90% of the
+    # image) and reads at cadences between the preset's and the defaults' (every 20 steps; covariance, parameter
+    # distance and weights health every 100), lr 6e-4 for 800 steps.
+    Setting("blocks", ("masks.num_targets=2", "masks.target_scale=[0.1, 0.15]", "masks.context_scale=[0.7, 0.9]",
+                       "optim.lr=6e-4", "optim.warmup_steps=60", "optim.steps=800",
+                       "diagnostics.basic_every_steps=20", "diagnostics.representation_every_steps=20",
+                       "diagnostics.mask_check_every_steps=20", "diagnostics.covariance_every_steps=100",
+                       "diagnostics.param_distance_every_steps=100", "diagnostics.weights_health_every_steps=100",
+                       "diagnostics.eval_every_steps=100", "logging.checkpoint_every_steps=200"),
+            800, (200, 400, 600), 200, "tiny, 2 target blocks of 10-15%, context 70-90%, lr 6e-4, cadences "
+            "20/100, 800 steps (never tuned on)", round=6),
 )
 SETTING = {s.name: s for s in SETTINGS}
 

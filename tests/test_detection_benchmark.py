@@ -72,18 +72,20 @@ def test_splits_hold_out_seeds_and_a_whole_setting():
 def test_earlier_test_rounds_are_tuning_data_once_read():
     # Round 2 was the test split until its miss was studied to design steady_collapse, round 3 until its healthy
     # run's deep first descent was studied for the first-descent hold, round 4 until its two slow collapses were
-    # studied to make steady_collapse measure from a first descent's recovery; recorded cases keep their names and
-    # seeds (test_recorded_case_is_what_the_library_would_train_now), only their split changed.
+    # studied to make steady_collapse measure from a first descent's recovery, round 5 until its misses at the
+    # default cadences were studied; recorded cases keep their names and seeds
+    # (test_recorded_case_is_what_the_library_would_train_now), only their split changed.
     cases = {c.key: c for c in LIBRARY.all_cases()}
     assert (cases["holdout/collapse_0.3_at500_s2"].round, cases["holdout/collapse_0.3_at500_s2"].split) == (2, "tune")
     assert (cases["tiny/healthy_s7"].round, cases["tiny/healthy_s7"].split) == (3, "tune")
     assert (cases["momentum/collapse_0.3_at250_s0"].round, cases["momentum/collapse_0.3_at250_s0"].split) == (
         4, "tune")
-    assert all(c.split == "tune" for r in (2, 3, 4) for c in LIBRARY.round_cases(r))
-    assert LIBRARY.TEST_ROUND == 5 and all(c.split == "test" for c in LIBRARY.round_cases(5))
+    assert (cases["sparse/collapse_0.3_at300_s0"].round, cases["sparse/collapse_0.3_at300_s0"].split) == (5, "tune")
+    assert all(c.split == "tune" for r in (2, 3, 4, 5) for c in LIBRARY.round_cases(r))
+    assert LIBRARY.TEST_ROUND == 6 and all(c.split == "test" for c in LIBRARY.round_cases(6))
 
 
-@pytest.mark.parametrize("round_", [4, 5])
+@pytest.mark.parametrize("round_", [4, 5, 6])
 def test_a_round_can_add_healthy_runs_only_on_some_settings(round_):
     cases = LIBRARY.round_cases(round_)
     for name in LIBRARY.ROUND_HEALTHY_SETTINGS[round_]:
@@ -178,8 +180,11 @@ def test_harm_by_evaluation_fall_rank_collapse_non_finite_and_broken_invariants(
     nan = [(s, 0.3) for s in range(10)] + [(10, math.nan)]
     assert DETECTION.harm(rows_with({"loss": nan}), 5) == (10, "loss non-finite")
     assert DETECTION.harm(rows_with({"mask/overlap_fraction": [(5, 0.0), (10, 0.1)]}), 5) == (10, "mask overlap")
+    # A distance of exactly 0 is conclusive at its first reading (at the default cadence the next comes 500 steps
+    # later, perhaps after the run has ended).
     distance = [(10, 0.1), (20, 0.0), (30, 0.0)]
-    assert DETECTION.harm(rows_with({"ema/relative_param_l2": distance}), 5) == (30, "target copies online")
+    assert DETECTION.harm(rows_with({"ema/relative_param_l2": distance}), 5) == (20, "target copies online")
+    assert DETECTION.harm(rows_with({"ema/relative_param_l2": [(10, 0.1), (20, 1e-9)]}), 5) == (None, None)
     # Frozen: the fixed-batch statistics unchanged while the run without the fault moved between the same readings.
     fixed = rows_with({"target/fixed_batch_std_mean": [(10, 1.5), (20, 1.25), (30, 1.25), (40, 1.25)]})
     moving = rows_with({"target/fixed_batch_std_mean": [(10, 1.5), (20, 1.25), (30, 1.26), (40, 1.27)]})

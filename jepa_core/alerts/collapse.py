@@ -136,39 +136,53 @@ class VarianceCollapseRule(TrendRule):
 
 
 class SteadyCollapseRule(RuleBase):
-    """The target's spread on the fixed probe batch fallen well below where it last rested (`FallFromStable`): a
-    collapse that sets in slowly and steadily, which a trend learns as a new pace. The fixed batch has no sampling
-    noise, so its level is comparable across readings."""
+    """The target's spread fallen well below where it last rested (`FallFromStable`): a collapse that sets in slowly
+    and steadily, which a trend learns as a new pace. Two spreads are watched, each against its own level: the one
+    on the fixed probe batch (no sampling noise, so a small fall is already telling) and the per-batch one, which
+    is read every few steps at any cadence (the fixed batch is read with the parameter distance, every 500 steps
+    at the defaults, too rarely to see a collapse that does its harm within 200)."""
 
     name = "steady_collapse"
-    metric = "target/fixed_batch_std_mean"
-    watches = frozenset({metric})
+    fixed_metric = "target/fixed_batch_std_mean"
+    batch_metric = "target/std_mean"
 
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
-        self.fall = FallFromStable(cfg.steady_window_steps, cfg.steady_stable_change, cfg.steady_fall)
+        falls = {self.fixed_metric: cfg.steady_fall, self.batch_metric: cfg.steady_batch_fall}
+        self.falls = {metric: fall for metric, fall in falls.items() if fall > 0}  # 0 turns a track off
+        self.watches = frozenset(self.falls)
+        self.tracks = {metric: self._track(metric) for metric in self.falls}
         self.first_descent = FirstDescentGate(cfg)
 
+    def _track(self, metric: str) -> FallFromStable:
+        return FallFromStable(self.cfg.steady_window_steps, self.cfg.steady_stable_change, self.falls[metric])
+
     def update(self, row: dict) -> list[Alert]:
-        value = self._settled_reading(row, self.metric)
-        step = row["step"]
+        step, alerts = row["step"], []
         if self.first_descent.observe(row):
-            # The level it rested at before the descent is no reference now; the level it recovered to is, at
-            # once: a collapse that sets in right after the recovery falls from it before the signal could rest.
-            self.fall = FallFromStable(self.cfg.steady_window_steps, self.cfg.steady_stable_change,
-                                       self.cfg.steady_fall)
-            if value is not None and value > 0:
-                self.fall.reference, self.fall.reference_step = value, step
-        if value is None or value <= 0:
-            return []
-        if not self.gate.observe(self.metric, self.fall.update(step, value) and self.first_descent.open, 1):
-            return []
-        reference = self.fall.reference or value
-        return [self._alert(step, "warning", self.metric, value, (
-            f"steady collapse: {self.metric} = {fmt(value)} at step {step}, {fmt(100 * (1 - value / reference))}% "
-            f"below {fmt(reference)}, where it rested at step {self.fall.reference_step}, and falling ever since: "
-            "the target features are shrinking toward a constant while the loss looks fine. Check first any extra "
-            "loss term, the EMA momentum and the learning rate; watch target/effective_rank, which follows."))]
+            # The levels it rested at before the descent are no reference now. The fixed batch's level at the
+            # recovery is, at once: a collapse that sets in right after the recovery falls from it before the
+            # signal could rest. The per-batch spread, noisier, waits to rest again.
+            self.tracks = {metric: self._track(metric) for metric in self.falls}
+            value = self._settled_reading(row, self.fixed_metric)
+            if self.fixed_metric in self.tracks and value is not None and value > 0:
+                self.tracks[self.fixed_metric].reference, self.tracks[self.fixed_metric].reference_step = value, step
+        for metric, fall in self.tracks.items():
+            value = self._settled_reading(row, metric)
+            if value is None or value <= 0:
+                continue
+            # The per-batch spread is sampled: one low batch is not a fall, two readings in a row are.
+            patience = 2 if metric == self.batch_metric else 1
+            if self.gate.observe(metric, fall.update(step, value) and self.first_descent.open, patience):
+                alerts.append(self._alert(step, "warning", metric, value, self.message(metric, value, step, fall)))
+        return alerts
+
+    def message(self, metric: str, value: float, step: int, fall: FallFromStable) -> str:
+        reference = fall.reference or value
+        return (f"steady collapse: {metric} = {fmt(value)} at step {step}, {fmt(100 * (1 - value / reference))}% "
+                f"below {fmt(reference)}, its level at step {fall.reference_step}, and falling ever since: the "
+                "target features are shrinking toward a constant while the loss looks fine. Check first any extra "
+                "loss term, the EMA momentum and the learning rate; watch target/effective_rank, which follows.")
 
 
 class RankCollapseRule(TrendRule):

@@ -163,12 +163,17 @@ class _LevelShift:
 
 class DivergenceRule(RuleBase):
     name = "divergence"
-    watches = frozenset({"grad_norm", "loss", "health/update_ratio"})
+    spread = "target/std_mean"
+    watches = frozenset({"grad_norm", "loss", "health/update_ratio", spread})
 
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
         self.shifts = {"grad_norm": _LevelShift(cfg), "health/update_ratio": _LevelShift(cfg)}
         self.loss_baseline = RobustBaseline(cfg.divergence_baseline_alpha, scale_alpha=cfg.divergence_scale_alpha)
+        # A learning rate too high pushes the weights, and with them the target's features, apart: the per-batch
+        # spread climbs faster than its own trend. Read every few steps at any cadence, unlike the update ratio
+        # and the parameter distance (every 500 steps at the defaults).
+        self.spread_trend = Trend(cfg, cfg.divergence_spread_break, rising=True)
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg, alerts = row["step"], self.cfg, []
@@ -191,6 +196,15 @@ class DivergenceRule(RuleBase):
                     f"divergence: {metric} has been climbing (now {fmt(value)}, baseline ~{fmt(shift.baseline_value)}"
                     f") up to step {step}: {what}. Check first the learning rate and its schedule (lower it or "
                     "lengthen warm-up), gradient clipping, and weight decay; watch the loss for a spike next.")))
+        spread = self._settled_reading(row, self.spread)
+        if spread is not None and spread > 0 and cfg.divergence_spread_break > 0:
+            climbing = self.spread_trend.update(step, spread)
+            if self.gate.observe(self.spread, climbing, 1):
+                alerts.append(self._alert(step, "warning", self.spread, spread, (
+                    f"divergence: {self.spread} = {fmt(spread)} at step {step} is climbing faster than its own "
+                    f"trend and noise allow (trend level {fmt(self.spread_trend.level or 0)}): the weights are being "
+                    "pushed apart. Check first the learning rate and its schedule, gradient clipping and weight "
+                    "decay; watch the loss and pred_target/cosine, which worsen with it.")))
         loss = number(row, "loss")
         if loss is not None and math.isfinite(loss):
             center = self.loss_baseline.center

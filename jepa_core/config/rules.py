@@ -59,7 +59,10 @@ class RulesConfig:
     # The noise scale is the running mean of |shortfall| over the first readings, then an EWMA this slow: a fast
     # one (0.1) grew with a collapse itself and hid it (a 30% fall over 150 steps scored 5.4, not 18.6).
     trend_scale_alpha: float = 0.02
-    variance_break: float = 10.0  # CUSUM level for target/std_mean and target/std_l2n
+    # CUSUM level for target/std_mean and target/std_l2n. 10 until round 5, where a collapse on `sparse` (readings
+    # every 20 steps) reached 9.2; healthy runs of the tuning split (rounds 1-5) reached at most 5.1 (outside the
+    # first-descent hold).
+    variance_break: float = 8.0
     fixed_batch_variance_break: float = 4.0  # ... for target/fixed_batch_std_mean (healthy runs stayed below 1.3)
     variance_abs_floor: float = 1e-6  # at or below this the features are constant, whatever the history (critical)
     rank_break: float = 8.0  # ... for target/token_effective_rank
@@ -72,6 +75,13 @@ class RulesConfig:
     steady_window_steps: int = 100
     steady_stable_change: float = 0.02
     steady_fall: float = 0.15
+    # ... and target/std_mean (the per-batch spread, read at any cadence) fallen steady_batch_fall below where it
+    # last rested, for two readings in a row (it is sampled: one low batch is not a fall). At the default cadences
+    # the fixed batch is read every 500 steps, and round 5's collapses on `sparse` did their harm within 160 steps
+    # of the onset. On the tuning split (rounds 1-5) healthy runs fell at most 2-3% on two readings in a row (one
+    # warned at 2%, none at 3%; on single readings 5-6%); 0.1 caught the collapse from step 300 on `sparse` seed 0
+    # 80 steps before its harm. 0 turns this half off.
+    steady_batch_fall: float = 0.1
     # Both variance rules hold their warnings while target/fixed_batch_std_mean is in its first descent (from its
     # peak until it climbs first_descent_recovery back off its low) and less than first_descent_fall below that
     # peak. 0 turns the hold off. On the tuning split (rounds 1-3) healthy first descents went at most 19.9% deep
@@ -109,6 +119,10 @@ class RulesConfig:
     divergence_loss_z: float = 6.0
     divergence_loss_min_rel_scale: float = 0.02  # loss scale floor, relative to the baseline loss
     divergence_loss_patience: int = 2  # a loss spike must persist this many readings (a lone noisy batch is not one)
+    # target/std_mean climbing faster than its own trend (a rising TrendBreak, the trend_* settings): healthy runs of
+    # the tuning split (rounds 1-5) reached at most 2.6; the x10 lr blow-up on `sparse` that round 5 missed reached
+    # 6.3. 0 turns it off.
+    divergence_spread_break: float = 6.0
     def validate(self) -> RulesConfig:
         """Raise ValueError naming `rules.<key>` for a value no rule can use; returns self."""
         for f in fields(self):
@@ -128,6 +142,8 @@ class RulesConfig:
             if value < 0:
                 raise ValueError(f"{key}: must be >= 0, got {value}")
             if f.name == "first_descent_fall" and not value < 1:
+                raise ValueError(f"{key}: must be in [0, 1), got {value}")
+            if f.name == "steady_batch_fall" and not value < 1:
                 raise ValueError(f"{key}: must be in [0, 1), got {value}")
             if f.name == "steady_fall" and not 0 < value < 1:
                 raise ValueError(f"{key}: must be in (0, 1), got {value}")
