@@ -73,7 +73,8 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     # Round 2 was the test split until its miss was studied to design steady_collapse, round 3 until its healthy
     # run's deep first descent was studied for the first-descent hold, round 4 until its two slow collapses were
     # studied to make steady_collapse measure from a first descent's recovery, round 5 until its misses at the
-    # default cadences were studied; recorded cases keep their names and seeds
+    # default cadences were studied, round 6 until its misses at cadences of 100 were; recorded cases keep their
+    # names and seeds
     # (test_recorded_case_is_what_the_library_would_train_now), only their split changed.
     cases = {c.key: c for c in LIBRARY.all_cases()}
     assert (cases["holdout/collapse_0.3_at500_s2"].round, cases["holdout/collapse_0.3_at500_s2"].split) == (2, "tune")
@@ -81,11 +82,13 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     assert (cases["momentum/collapse_0.3_at250_s0"].round, cases["momentum/collapse_0.3_at250_s0"].split) == (
         4, "tune")
     assert (cases["sparse/collapse_0.3_at300_s0"].round, cases["sparse/collapse_0.3_at300_s0"].split) == (5, "tune")
-    assert all(c.split == "tune" for r in (2, 3, 4, 5) for c in LIBRARY.round_cases(r))
-    assert LIBRARY.TEST_ROUND == 6 and all(c.split == "test" for c in LIBRARY.round_cases(6))
+    assert (cases["blocks/frozen_target_on_at200_s3"].round, cases["blocks/frozen_target_on_at200_s3"].split) == (
+        6, "tune")
+    assert all(c.split == "tune" for r in (2, 3, 4, 5, 6) for c in LIBRARY.round_cases(r))
+    assert LIBRARY.TEST_ROUND == 7 and all(c.split == "test" for c in LIBRARY.round_cases(7))
 
 
-@pytest.mark.parametrize("round_", [4, 5, 6])
+@pytest.mark.parametrize("round_", [4, 5, 6, 7])
 def test_a_round_can_add_healthy_runs_only_on_some_settings(round_):
     cases = LIBRARY.round_cases(round_)
     for name in LIBRARY.ROUND_HEALTHY_SETTINGS[round_]:

@@ -301,6 +301,58 @@ def test_a_spread_climbing_faster_than_its_trend_is_a_divergence_and_a_slow_rise
     assert alerts_of(synthetic_run(seed, steps=400, mutate=climb(math.log(1.3) / 200, 150, 200)), "divergence") == []
 
 
+def every_100(step: int, row: dict) -> None:
+    """Round 6's `blocks` cadence: parameter distance and the fixed probe batch every 100 steps."""
+    if step % 100:
+        for key in ("ema/relative_param_l2", "ema/param_l2", "target/fixed_batch_std_mean",
+                    "target/fixed_batch_norm_mean"):
+            row.pop(key, None)
+
+
+def test_a_target_frozen_at_a_sparse_cadence_is_caught_at_its_second_unchanged_reading() -> None:
+    def frozen_from_200(step: int, row: dict) -> None:
+        every_100(step, row)
+        if step >= 200:
+            for key, value in (("target/fixed_batch_std_mean", 0.6), ("target/fixed_batch_norm_mean", 9.0)):
+                if key in row:
+                    row[key] = value
+
+    rows = synthetic_run(7, steps=450, mutate=frozen_from_200)
+    alert = single_alert(rows, "ema_stalled", 400, 400)  # readings at 300 and 400 unchanged from 200's
+    assert alert.severity == "critical" and "never updated" in alert.message
+    assert alerts_of(rows, "ema_stalled", RulesConfig(ema_frozen_patience=3)) == []  # round 6's miss
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_fixed_batch_trend_judges_from_its_third_reading(seed: int) -> None:
+    # Round 6's missed collapse on `blocks`: from step 200 the fixed-batch spread falls 40% by its next reading,
+    # while the per-batch trends, which had learned the first descent's pace, did not break (here they stay flat);
+    # a trend that waits for its fifth reading has by then learned the fall as noise, and misses it (as round 6's).
+    def collapse_from_200(step: int, row: dict) -> None:
+        every_100(step, row)
+        if "target/fixed_batch_std_mean" in row and step > 200:
+            row["target/fixed_batch_std_mean"] *= math.exp(-0.005 * (step - 200))
+
+    rows = synthetic_run(seed, steps=400, mutate=collapse_from_200)
+    alert = single_alert(rows, "variance_collapse", 300, 300)
+    assert alert.metric == "target/fixed_batch_std_mean"
+    assert alerts_of(rows, "variance_collapse", RulesConfig(fixed_batch_trend_innovations=3)) == []
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_healthy_gradient_norm_climbing_late_in_a_run_is_not_a_divergence(seed: int) -> None:
+    # Round 6's healthy `blocks` seeds 2 and 3 climbed to 2-4x their running gradient norm for a while in the second
+    # half of the run, and the shift's CUSUM reached 10.2 and 11.8. Here: 1.6x for 40 steps, then back (it reaches
+    # 10.8-12.1); a learning rate multiplied keeps climbing (the climb test above).
+    def late_bump(step: int, row: dict) -> None:
+        if 150 <= step < 190 and "grad_norm" in row:
+            row["grad_norm"] *= 1.6
+
+    rows = synthetic_run(seed, steps=300, mutate=late_bump)
+    assert alerts_of(rows, "divergence") == []
+    assert alerts_of(rows, "divergence", RulesConfig(divergence_grad_norm_threshold=10.0))  # as before round 6
+
+
 def test_first_descent_begins_past_noise_deepens_and_ends_for_good_on_a_recovery() -> None:
     descent = FirstDescent(recovery=0.02)
     for value in (1.0, 0.995, 1.001, 0.99):  # noise on a plateau: not a descent
@@ -553,6 +605,8 @@ def test_config_is_plain_data() -> None:
     ("non_finite_metrics", " , ", "rules.non_finite_metrics: needs at least one"),
     ("steady_fall", 1.0, r"rules.steady_fall: must be in \(0, 1\)"),
     ("steady_batch_fall", 1.0, r"rules.steady_batch_fall: must be in \[0, 1\)"),
+    ("fixed_batch_trend_innovations", 0, "rules.fixed_batch_trend_innovations: must be at least 1"),
+    ("divergence_grad_norm_threshold", -1.0, "rules.divergence_grad_norm_threshold: must be >= 0"),
     ("divergence_spread_break", -1.0, "rules.divergence_spread_break: must be >= 0"),
     ("first_descent_fall", 1.0, r"rules.first_descent_fall: must be in \[0, 1\)"),
     ("steady_window_steps", 0, "rules.steady_window_steps: must be positive"),

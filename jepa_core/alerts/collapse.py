@@ -25,11 +25,11 @@ class Trend:
     `rising` watches for a climb instead of a fall.
     """
 
-    def __init__(self, cfg: RulesConfig, threshold: float, rising: bool = False) -> None:
+    def __init__(self, cfg: RulesConfig, threshold: float, rising: bool = False, min_innovations: int = 3) -> None:
         self.rising = rising
         self.detector = TrendBreak(cfg.trend_level_steps, cfg.trend_slope_steps, cfg.trend_drift, threshold,
                                    clip=cfg.trend_clip, min_scale=cfg.trend_min_scale,
-                                   scale_alpha=cfg.trend_scale_alpha)
+                                   scale_alpha=cfg.trend_scale_alpha, min_innovations=min_innovations)
 
     def update(self, step: int, value: float) -> bool:
         x = math.log(max(value, 1e-30))
@@ -110,6 +110,10 @@ class VarianceCollapseRule(TrendRule):
         # slow collapse late in a run stands out of its trend long before the per-batch std does.
         super().__init__(cfg, {"target/std_mean": cfg.variance_break, "target/std_l2n": cfg.variance_break,
                                "target/fixed_batch_std_mean": cfg.fixed_batch_variance_break})
+        # The fixed batch has no sampling noise, so its trend may judge after fewer innovations: at a parameter-
+        # distance cadence of 100 steps, three innovations come 300 steps after warm-up.
+        self.trends["target/fixed_batch_std_mean"] = Trend(cfg, cfg.fixed_batch_variance_break,
+                                                            min_innovations=cfg.fixed_batch_trend_innovations)
         self.first_descent = FirstDescentGate(cfg)  # reads the fixed-batch std, already among the watched metrics
 
     def update(self, row: dict) -> list[Alert]:

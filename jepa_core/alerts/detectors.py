@@ -138,6 +138,7 @@ class TrendBreak:
     clip: float = 4.0  # most one reading can add
     min_scale: float = 0.01  # floor of the innovation scale (a 1% move in log units)
     scale_alpha: float = 0.1
+    min_innovations: int = 3  # innovations the noise scale learns from before the CUSUM adds anything
     level: float | None = None
     slope: float = 0.0
     scale: float = 0.0
@@ -162,7 +163,7 @@ class TrendBreak:
         if dt <= 0:
             return self.total >= self.threshold
         z = self.z(step, x)
-        if self.count > 3:  # the noise scale needs a few innovations before z means anything
+        if self.count > self.min_innovations:  # the noise scale needs a few innovations before z means anything
             self.total = max(0.0, self.total + min(z, self.clip) - self.drift)
         predicted = self.level + self.slope * dt
         error = x - predicted

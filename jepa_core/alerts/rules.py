@@ -143,12 +143,11 @@ class _LevelShift:
     """A sustained climb of a signal's log level above its robust running baseline (one-sided CUSUM on z-scores):
     a step change, such as a learning rate multiplied, or a steady climb; one spike cannot fire it."""
 
-    def __init__(self, cfg: RulesConfig) -> None:
+    def __init__(self, cfg: RulesConfig, threshold: float) -> None:
         self.cfg = cfg
         self.baseline = RobustBaseline(cfg.divergence_baseline_alpha, min_scale=cfg.divergence_min_log_scale,
                                        scale_alpha=cfg.divergence_scale_alpha)
-        self.cusum = OneSidedCusum(cfg.divergence_cusum_drift, cfg.divergence_cusum_threshold,
-                                   cfg.divergence_cusum_clip)
+        self.cusum = OneSidedCusum(cfg.divergence_cusum_drift, threshold, cfg.divergence_cusum_clip)
 
     def update(self, value: float) -> bool:
         x = math.log(max(value, 1e-30))
@@ -168,7 +167,8 @@ class DivergenceRule(RuleBase):
 
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
-        self.shifts = {"grad_norm": _LevelShift(cfg), "health/update_ratio": _LevelShift(cfg)}
+        self.shifts = {"grad_norm": _LevelShift(cfg, cfg.divergence_grad_norm_threshold),
+                       "health/update_ratio": _LevelShift(cfg, cfg.divergence_cusum_threshold)}
         self.loss_baseline = RobustBaseline(cfg.divergence_baseline_alpha, scale_alpha=cfg.divergence_scale_alpha)
         # A learning rate too high pushes the weights, and with them the target's features, apart: the per-batch
         # spread climbs faster than its own trend. Read every few steps at any cadence, unlike the update ratio
