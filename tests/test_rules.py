@@ -327,7 +327,7 @@ def test_a_target_frozen_at_a_sparse_cadence_is_caught_at_its_second_unchanged_r
 def test_the_fixed_batch_trend_judges_from_its_third_reading(seed: int) -> None:
     # Round 6's missed collapse on `blocks`: from step 200 the fixed-batch spread falls 40% by its next reading,
     # while the per-batch trends, which had learned the first descent's pace, did not break (here they stay flat);
-    # a trend that waits for its fifth reading has by then learned the fall as noise, and misses it (as round 6's).
+    # a trend that waits for its fourth reading has by then learned the fall as noise, and misses it (as round 6's).
     def collapse_from_200(step: int, row: dict) -> None:
         every_100(step, row)
         if "target/fixed_batch_std_mean" in row and step > 200:

@@ -65,9 +65,9 @@ class RulesConfig:
     variance_break: float = 8.0
     fixed_batch_variance_break: float = 4.0  # ... for target/fixed_batch_std_mean (healthy runs: at most 3.4)
     # The fixed-batch trend judges from its third reading after warm-up (two innovations), the per-batch ones from
-    # their fifth: the fixed batch has no sampling noise. At a parameter-distance cadence of 100 the third reading
-    # comes 200 steps after warm-up; round 6's collapses on `blocks` from step 200 did their harm by step 340 and
-    # reached 6.8-8.0 there (healthy runs of rounds 1-6: at most 3.4, the same as when judged from the fifth).
+    # their fourth: the fixed batch has no sampling noise. At a parameter-distance cadence of 100 the third is at
+    # step 300; round 6's collapses on `blocks` from step 200 did their harm by step 340 and reached 6.8-8.0 there
+    # (healthy runs of rounds 1-6: at most 3.4, the same as when judged from the fourth).
     fixed_batch_trend_innovations: int = 2
     variance_abs_floor: float = 1e-6  # at or below this the features are constant, whatever the history (critical)
     rank_break: float = 8.0  # ... for target/token_effective_rank
