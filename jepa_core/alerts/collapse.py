@@ -25,7 +25,8 @@ class Trend:
     `rising` watches for a climb instead of a fall.
     """
 
-    def __init__(self, cfg: RulesConfig, threshold: float, rising: bool = False, min_innovations: int = 3) -> None:
+    def __init__(self, cfg: RulesConfig, threshold: float, rising: bool = False,
+                 min_innovations: int = TrendBreak.min_innovations) -> None:
         self.rising = rising
         self.detector = TrendBreak(cfg.trend_level_steps, cfg.trend_slope_steps, cfg.trend_drift, threshold,
                                    clip=cfg.trend_clip, min_scale=cfg.trend_min_scale,
@@ -71,9 +72,12 @@ class TrendRule(RuleBase):
     reading, faster than their trend and noise allow (false_comfort reads it). A subclass names itself and defines
     `message(metric, value, step, trend, severity)`: what the alert says to check."""
 
-    def __init__(self, cfg: RulesConfig, thresholds: dict[str, float]) -> None:
+    def __init__(self, cfg: RulesConfig, thresholds: dict[str, float],
+                 innovations: dict[str, int] | None = None) -> None:
         super().__init__(cfg)
-        self.trends = {metric: Trend(cfg, threshold) for metric, threshold in thresholds.items()}
+        fewer = innovations or {}  # metrics whose trend may judge after fewer innovations than the default
+        self.trends = {metric: Trend(cfg, threshold, min_innovations=fewer.get(metric, TrendBreak.min_innovations))
+                       for metric, threshold in thresholds.items()}
         self.watches = frozenset(thresholds)
         self.breaking: set[str] = set()
 
@@ -108,12 +112,11 @@ class VarianceCollapseRule(TrendRule):
     def __init__(self, cfg: RulesConfig) -> None:
         # The fixed-batch std is the target's spread on the same probe images every time: no sampling noise, so a
         # slow collapse late in a run stands out of its trend long before the per-batch std does.
-        super().__init__(cfg, {"target/std_mean": cfg.variance_break, "target/std_l2n": cfg.variance_break,
-                               "target/fixed_batch_std_mean": cfg.fixed_batch_variance_break})
         # The fixed batch has no sampling noise, so its trend may judge after fewer innovations: at a parameter-
-        # distance cadence of 100 steps, three innovations come 300 steps after warm-up.
-        self.trends["target/fixed_batch_std_mean"] = Trend(cfg, cfg.fixed_batch_variance_break,
-                                                            min_innovations=cfg.fixed_batch_trend_innovations)
+        # distance cadence of 100 steps the fourth reading after warm-up, where the others start, is step 400.
+        super().__init__(cfg, {"target/std_mean": cfg.variance_break, "target/std_l2n": cfg.variance_break,
+                               "target/fixed_batch_std_mean": cfg.fixed_batch_variance_break},
+                         innovations={"target/fixed_batch_std_mean": cfg.fixed_batch_trend_innovations})
         self.first_descent = FirstDescentGate(cfg)  # reads the fixed-batch std, already among the watched metrics
 
     def update(self, row: dict) -> list[Alert]:

@@ -135,6 +135,7 @@ class RulesConfig:
     # the tuning split (rounds 1-5) reached at most 2.6; the x10 lr blow-up on `sparse` that round 5 missed reached
     # 6.3. 0 turns it off.
     divergence_spread_break: float = 6.0
+
     def validate(self) -> RulesConfig:
         """Raise ValueError naming `rules.<key>` for a value no rule can use; returns self."""
         for f in fields(self):
