@@ -96,7 +96,7 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
     """(first step > onset at which the run is harmed, why), or (None, None) for a benign run. `healthy`: the rows
     of the run without the fault (same setting and seed), for the collapse test; None for a healthy run itself."""
     best: dict[str, float] = {}
-    copies = frozen = 0
+    frozen = 0
     low = dict.fromkeys(COLLAPSE_KEYS, 0)
     reference = {key: _readings(healthy, key) for key in COLLAPSE_KEYS} if healthy is not None else None
     last_fixed: float | None = None
@@ -113,9 +113,12 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
             return step, "mask overlap"
         if after and (_value(row, "ema/target_grad_params") or 0.0) > 0:
             return step, "target trains"
-        distance = _value(row, "ema/relative_param_l2")
-        if distance is not None:
-            copies = copies + 1 if after and distance == 0.0 else 0
+        # A distance of exactly 0 is conclusive at one reading (the target's weights equal the online ones to the
+        # last bit); "frozen" compares six-digit readings, so it needs INVARIANT_READINGS of them. Two distance
+        # readings asked for 1000 steps at the default cadence of 500 (round 5: a target copying online from step
+        # 900 of 1200 was called benign, and the alert on it a false alarm).
+        if after and _value(row, "ema/relative_param_l2") == 0.0:
+            return step, "target copies online"
         fixed = _value(row, "target/fixed_batch_std_mean")
         if fixed is not None:
             # Frozen only where the run without the fault moved between the same two readings: near the end of a
@@ -125,12 +128,8 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
             moved = ref_now is not None and ref_last is not None and ref_now != ref_last
             frozen = frozen + 1 if after and moved and fixed == last_fixed else 0
             last_fixed, last_fixed_step = fixed, step
-        # A distance of exactly 0 is conclusive at one reading (the target's weights equal the online ones to the
-        # last bit); "frozen" compares six-digit readings, so it needs INVARIANT_READINGS of them. Two distance
-        # readings asked for 1000 steps at the default cadence of 500 (round 5: a target copying online from step
-        # 900 of 1200 was called benign, and the alert on it a false alarm).
-        if copies >= 1 or frozen >= INVARIANT_READINGS:
-            return step, "target copies online" if copies >= 1 else "target frozen"
+        if frozen >= INVARIANT_READINGS:
+            return step, "target frozen"
         for key in ("knn/accuracy", "linear_probe/val_acc"):
             v = _value(row, key)
             if v is None or not math.isfinite(v):
