@@ -31,7 +31,8 @@ unless it is blunt: the loss itself shows it at its first reading after the onse
 swapped for the online encoder mid-run), where a tie is the best any signal can do. A warning on a benign run is
 allowed and counted; a critical alert on a benign or healthy run is a false alarm. Two baselines are computed
 from the same stream: loss-only (a person watching the loss curve: the first non-finite loss, or a robust z-score
-spike LOSS_Z scales above its running level) and evaluation (the first kNN accuracy EVAL_MARGIN below its best).
+spike LOSS_Z scales above its running level) and evaluation (the first kNN accuracy EVAL_BASELINE_MARGIN
+below its best).
 
 The library is split by seed and by setting (benchmarks/library.py): thresholds are chosen on the tuning split; the
 test split is the newest round of the library, other seeds and a setting never tuned on, all recorded after the rules
@@ -61,7 +62,14 @@ from jepa_core.alerts.base import Alert
 from jepa_core.config import RulesConfig
 from jepa_core.alerts.engine import evaluate_rows  # noqa: E402
 
-EVAL_MARGIN = 0.04  # healthy runs dip at most ~2.5 points below their best kNN/probe reading (calibration runs)
+# Evaluation harm: a fall of EVAL_MARGIN below the run's best reading. It was 4 points until round 7, whose healthy
+# quick seed 15 read kNN 4.05 points below an early peak while its probe climbed (the deepest healthy fall in 103
+# runs on 9 settings; next 3.9 for the probe, tiny seed 8). One reading on 2048 held-out images carries about one
+# point of noise, and a running best is biased up by it, so the margin is the healthy maximum plus that point.
+EVAL_MARGIN = 0.05
+# The evaluation baseline keeps the 4 points it always had: a watcher who alarms on a smaller fall is earlier, so
+# leads over it are not lengthened by the label's margin.
+EVAL_BASELINE_MARGIN = 0.04
 COLLAPSE_FRACTION = 0.5  # rank or std halved against the run without the fault (a round number, set before judging)
 COLLAPSE_READINGS = 2
 COLLAPSE_KEYS = ("target/effective_rank", "target/std_mean")
@@ -172,13 +180,13 @@ def loss_baseline_step(rows: Iterable[dict], after: int = -1) -> int | None:
 
 
 def eval_baseline_step(rows: Iterable[dict], after: int = -1) -> int | None:
-    """First evaluation after `after` whose kNN accuracy is EVAL_MARGIN or more below the best one so far."""
+    """First evaluation after `after` whose kNN accuracy is EVAL_BASELINE_MARGIN or more below the best one so far."""
     best = None
     for row in rows:
         acc = _value(row, "knn/accuracy")
         if acc is None:
             continue
-        if best is not None and row["step"] > after and (not math.isfinite(acc) or acc <= best - EVAL_MARGIN):
+        if best is not None and row["step"] > after and (not math.isfinite(acc) or acc <= best - EVAL_BASELINE_MARGIN):
             return row["step"]
         if math.isfinite(acc):
             best = acc if best is None else max(best, acc)

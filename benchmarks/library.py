@@ -58,14 +58,22 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    misses on `blocks` (frozen targets that the rule's patience in readings let through at a cadence of 100, two
 #    collapses continuing the first descent, healthy gradient norms climbing late) were then studied: tuning data
 #    since.
-# 7. the test split now: the never-tuned `batch32` setting (all seeds), seeds 15-16 of blocks (healthy and a grid)
-#    and of quick and calib (healthy only).
-ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16)}  # new seeds, earlier settings
+# 7. the never-tuned `batch32` setting (all seeds), seeds 15-16 of blocks (healthy and a grid) and of quick and calib
+#    (healthy only), recorded after the rules were frozen (b56b7af) and reported as the test split (14d8b68). Its
+#    miss, a collapse continuing the first descent at a fixed-batch cadence of 250, was then studied (no rule
+#    changed: every signal of it matched healthy `quick` runs' first descents), and its healthy `quick` run that
+#    the harm definition called harmful made the evaluation margin of the label 5 points: tuning data since.
+# 8. the test split now: the never-tuned `mse` setting (all seeds), seeds 17-18 of batch32 (healthy and a grid) and
+#    of quick and momentum (healthy only), recorded with the rules still as frozen at b56b7af.
+# New seeds of earlier settings, per round:
+ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18)}
 ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny", "wide"),
-                       5: ("tiny", "momentum"), 6: ("sparse",), 7: ("blocks",)}  # ... each grid cell once
+                       5: ("tiny", "momentum"), 6: ("sparse",), 7: ("blocks",),
+                       8: ("batch32",)}  # ... each grid cell once
 ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
-                          6: ("quick", "calib"), 7: ("quick", "calib")}  # ... healthy runs only
-TEST_ROUND = 7
+                          6: ("quick", "calib"), 7: ("quick", "calib"),
+                          8: ("quick", "momentum")}  # ... healthy runs only
+TEST_ROUND = 8
 
 # Every library run: one thread (jobs run side by side), no tensorboard, no PNGs, every checkpoint kept to branch from.
 RUN_OVERRIDES = ("runtime.num_threads=1", "runtime.device='cpu'", "logging.tensorboard=false",
@@ -152,7 +160,15 @@ SETTINGS = (
                         "diagnostics.weights_health_every_steps=250", "diagnostics.eval_every_steps=100",
                         "logging.checkpoint_every_steps=250"),
             1000, (250, 500, 750), 200, "tiny, batch 32, lr 4e-4, warm-up 100, 4 target blocks, cadences 25/250, "
-            "1000 steps (never tuned on)", round=7),
+            "1000 steps", round=7),
+    # Never tuned on: a user who swaps the smooth-L1 loss for a plain MSE and turns gradient clipping off (I-JEPA's
+    # recipe clips nothing), keeps the preset's lr and masks, and reads at cadences of 10/50 steps for 800 steps.
+    Setting("mse", ("optim.loss='mse'", "optim.grad_clip=0", "optim.steps=800",
+                    "diagnostics.covariance_every_steps=50", "diagnostics.param_distance_every_steps=50",
+                    "diagnostics.weights_health_every_steps=50", "diagnostics.eval_every_steps=100",
+                    "logging.checkpoint_every_steps=200"),
+            800, (200, 400, 600), 200, "tiny, MSE loss, no gradient clipping, cadences 10/50, 800 steps "
+            "(never tuned on)", round=8),
 )
 SETTING = {s.name: s for s in SETTINGS}
 
