@@ -36,7 +36,8 @@ def _(mo):
     # JEPA training workbench
     Configure a run, then **Start** (trains here, in a background thread), **Step N** (advance N steps and
     pause), or **Launch detached** (a separate `jepa train` process that keeps going when this tab closes;
-    reattach to it below). Cadence sliders act on the running run from its next step.
+    reattach to it below). **Resume** goes on with a stopped or crashed run from its latest checkpoint, detached.
+    Cadence sliders act on the running run from its next step.
     """)
     return
 
@@ -169,12 +170,27 @@ def _(get_epoch, mo, relist_button, session):
 
 
 @app.cell(hide_code=True)
+def _(get_epoch, mo, relist_button, session):
+    # Stopped and crashed runs that hold a checkpoint, listed like the running ones: Resume goes on with one in a
+    # detached `jepa train --resume` and follows it.
+    relist_button.value
+    get_epoch()
+    _ended = {r.label: str(r.path) for r in session.resumable_runs()}
+    resume_choice = mo.ui.dropdown(options=_ended, label="stopped or crashed runs")
+    resume_button = mo.ui.run_button(label="Resume (detached)", disabled=not _ended)
+    mo.hstack([resume_choice, resume_button], justify="start")
+    return resume_button, resume_choice
+
+
+@app.cell(hide_code=True)
 def _(
     Path,
     attach_button,
     attach_choice,
     detach_button,
     plan,
+    resume_button,
+    resume_choice,
     session,
     start_button,
     step_button,
@@ -192,6 +208,8 @@ def _(
         session.launch_detached(plan)
     elif attach_button.value and attach_choice.value is not None:
         session.reattach(Path(attach_choice.value))
+    elif resume_button.value and resume_choice.value is not None:
+        session.resume(Path(resume_choice.value))
     return
 
 

@@ -385,7 +385,7 @@ def test_train_workbench_step_n_cadence_and_stop(browser, tmp_path: Path) -> Non
     assert cadence["basic_every_steps"] == 5
 
 
-def test_train_launch_detached_then_reattach_after_a_reload(browser, tmp_path: Path) -> None:
+def test_train_launch_detached_reattach_after_a_reload_stop_and_resume(browser, tmp_path: Path) -> None:
     run = tmp_path / "runs" / "detached-run"
     with edit_server("train.py", tmp_path) as url, reaped(run):
         page = new_page(browser)
@@ -413,8 +413,19 @@ def test_train_launch_detached_then_reattach_after_a_reload(browser, tmp_path: P
         wait_for_progress(page, "running", 3)
         page.get_by_role("button", name="Stop", exact=True).click()
         stopped_at = wait_for_progress(page, "stopped", 3, timeout_s=120)
+
+        # Now listed among the runs to resume: Resume goes on from its checkpoint in a new detached process
+        ended = page.locator("select").filter(has=page.locator("option", has_text="detached-run [stopped"))
+        ended.first.wait_for(timeout=60_000)
+        label = next(t for t in ended.first.locator("option").all_inner_texts() if "detached-run" in t)
+        ended.first.select_option(label=label)
+        page.get_by_role("button", name="Resume (detached)", exact=True).click()
+        wait_for(page, lambda: message(page).startswith("Resuming detached-run"), "the resume message", 60)
+        wait_for_progress(page, "running", stopped_at + 3, timeout_s=120)
+        page.get_by_role("button", name="Stop", exact=True).click()
+        stopped_again = wait_for_progress(page, "stopped", stopped_at + 3, timeout_s=120)
         assert_no_errors_and_no_xss(page)
         page.close()
     meta = json.loads((run / "meta.json").read_text())
-    assert meta["status"] == "stopped" and meta["last_step"] == stopped_at
+    assert meta["status"] == "stopped" and meta["last_step"] == stopped_again
     assert lock_holder(run) is None  # the detached trainer ended and let the run go

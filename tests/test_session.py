@@ -204,3 +204,49 @@ def test_launch_detached_list_reattach_cadence_stop(session: TrainingSession, tm
     assert view.step == meta(run)["last_step"] and view.step in checkpoint_steps(run)
     assert view.message == f"stopped at step {view.step} of 5000."
     assert session.running_runs() == []
+
+
+def test_resume_goes_on_with_a_stopped_run_to_its_end(session: TrainingSession, tmp_path: Path) -> None:
+    runs_dir = tmp_path / "runs"
+    run = runs_dir / "again"
+    session.step(make_plan(runs_dir, "again", **{"optim.steps": 12}), 5)
+    assert session.wait(120)
+    assert session.resumable_runs() == []  # paused: its trainer is open here, Step N / Start go on with it
+    session.stop()
+    assert session.wait(120) and meta(run)["status"] == words.STOPPED and meta(run)["last_step"] == 5
+    assert [r.path for r in session.resumable_runs()] == [run]
+    said = session.resume(run)
+    assert said.startswith("Resuming again from its latest checkpoint (it was stopped at step 5): pid ")
+    launched = session._detached
+    try:
+        assert session.wait(120)
+        assert launched.process.wait(60) == 0
+    finally:
+        if launched.process.poll() is None:
+            launched.process.kill()
+            launched.process.wait(30)
+    view = session.view()
+    assert view.status == words.FINISHED == meta(run)["status"] and view.step == 12 == meta(run)["last_step"]
+    assert view.message == "finished at step 12 of 12."
+    resumed = [r["step"] for r in iter_rows(run / "metrics.jsonl") if r.get("attempt") == 2 and "step" in r]
+    assert resumed and min(resumed) > 5  # the second attempt went on from step 5's checkpoint
+    assert session.resumable_runs() == []  # finished: nothing to go on with
+    assert session.resume(run) == f"{run} is finished: only a stopped or crashed run can be resumed."
+
+
+def test_a_resume_that_cannot_start_says_why(session: TrainingSession, tmp_path: Path) -> None:
+    runs_dir = tmp_path / "runs"
+    run = runs_dir / "broken"
+    session.step(make_plan(runs_dir, "broken"), 2)
+    assert session.wait(120)
+    session.stop()
+    assert session.wait(120) and meta(run)["status"] == words.STOPPED
+    (run / "config.toml").write_text("[optim\n")  # damaged after the run stopped
+    session.resume(run)
+    launched = session._detached
+    assert session.wait(120) and launched.process.wait(60) != 0
+    view = session.view()
+    assert view.status == words.STOPPED == meta(run)["status"]  # the run is as it was
+    assert view.message.startswith(f"The resume process exited with code {launched.returncode} before it took "
+                                   "the run: ")
+    assert "config.toml" in view.message

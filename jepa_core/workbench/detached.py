@@ -32,6 +32,10 @@ class DetachedRun:
     # Kept so the launcher can poll() it: that reaps the exited child, which would otherwise linger as a zombie
     # that still answers "alive" to a pid check.
     process: subprocess.Popen | None = field(default=None, compare=False, repr=False)
+    # A resume (`--resume`) keeps the run's meta.json stamp at launch (meta_stamp): until it changes, the status
+    # there is the old end, not the resumed trainer's.
+    resumed: bool = False
+    launch_stamp: int | None = None
 
     def exited(self) -> bool:
         return self.process is not None and self.process.poll() is not None
@@ -59,17 +63,38 @@ def launch_detached(overrides: Sequence[str], name: str, preset_name: str = "tin
     runs_dir = Path(runs_dir)
     if (runs_dir / name).exists():
         raise FileExistsError(f"run directory {runs_dir / name} already exists: pick another name")
-    log_dir = runs_dir / LOG_DIR
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"{name}.log"
     cmd = [sys.executable, "-m", "jepa_core.train", "--preset", preset_name, "--name", name, "--quiet",
            "--set", f"logging.runs_dir={json.dumps(str(runs_dir))}"]
     for override in overrides:
         cmd += ["--set", override]
-    with open(log_path, "w") as log:
+    return _spawn(cmd, runs_dir / name, "w")
+
+
+def resume_detached(run_dir: str | Path) -> DetachedRun:
+    """Start `python -m jepa_core.train --resume RUN_DIR` in its own session: a stopped or crashed run goes on from
+    its latest checkpoint to its configured steps. Console output is appended to `<runs_dir>/.logs/<name>.log`."""
+    run_dir = Path(run_dir)
+    stamp = meta_stamp(run_dir)
+    cmd = [sys.executable, "-m", "jepa_core.train", "--resume", str(run_dir), "--quiet"]
+    return _spawn(cmd, run_dir, "a", resumed=True, launch_stamp=stamp)
+
+
+def meta_stamp(run_dir: Path) -> int | None:
+    """meta.json's mtime_ns (None without one): changes when a trainer takes the run or writes its status."""
+    try:
+        return (run_dir / "meta.json").stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
+def _spawn(cmd: list[str], run_dir: Path, log_mode: str, **resume: object) -> DetachedRun:
+    log_dir = run_dir.parent / LOG_DIR
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{run_dir.name}.log"
+    with open(log_path, log_mode) as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
-    return DetachedRun(pid=proc.pid, run_dir=runs_dir / name, log_path=log_path, process=proc)
+    return DetachedRun(pid=proc.pid, run_dir=run_dir, log_path=log_path, process=proc, **resume)
 
 
 def stop_detached(launched: DetachedRun | None, run_dir: Path | None) -> str:

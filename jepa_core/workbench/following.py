@@ -1,7 +1,8 @@
 """`FollowingSession`: what a training session does with a run another process trains.
 
-Such a run is "detached": either launched here (a `jepa train` process, jepa_core.workbench.detached) or reattached to
-(a run an earlier kernel or a terminal started). Either way a job thread follows its run directory, reading only the
+Such a run is "detached": either launched here (a `jepa train` process, jepa_core.workbench.detached: a new run, or a
+stopped or crashed one resumed from its latest checkpoint) or reattached to (a run an earlier kernel or a terminal
+started). Either way a job thread follows its run directory, reading only the
 bytes appended since it last looked, until the run ends, its process exits or the session moves on; Stop reaches the
 process through control.json or one SIGTERM.
 """
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from jepa_core.run import status as words
 from jepa_core.run.rundir import default_run_name
-from jepa_core.workbench.detached import launch_detached, stop_detached
+from jepa_core.workbench.detached import DetachedRun, launch_detached, meta_stamp, resume_detached, stop_detached
 from jepa_core.workbench.live import LiveRun
 from jepa_core.workbench.plan import Plan
 from jepa_core.workbench.runs import RunInfo, discover_runs, read_config_file, run_info
@@ -26,14 +27,28 @@ class FollowingSession(SessionState):
     # ------------------------------------------------------------------------------------------------ reading
     def running_runs(self) -> list[RunInfo]:
         """Runs a live writer holds now, listed afresh on each call (a run launched a moment ago included)."""
-        roots = list(dict.fromkeys([*self.roots, *([self._run_dir.parent] if self._run_dir else [])]))
-        return [r for r in discover_runs(roots) if r.status in words.LIVE]
+        return [r for r in discover_runs(self._roots_here()) if r.status in words.LIVE]
+
+    def resumable_runs(self) -> list[RunInfo]:
+        """Ended runs that can go on (stopped, stopped on an alert, crashed) and hold a checkpoint to go on from."""
+        return [r for r in discover_runs(self._roots_here())
+                if r.status in words.RESUMABLE - words.LIVE and any((r.path / "checkpoints").glob("step_*.pt"))]
+
+    def _roots_here(self) -> list[Path]:
+        return list(dict.fromkeys([*map(Path, self.roots), *([self._run_dir.parent] if self._run_dir else [])]))
 
     # ------------------------------------------------------------------------------------------------ actions
     def launch_detached(self, plan: Plan | None) -> str:
         """Start a `jepa train` process for the plan and follow it."""
         with self._lock:
             self._launch(plan)
+        return self._published_message()
+
+    def resume(self, path: str | Path) -> str:
+        """Go on with a stopped or crashed run from its latest checkpoint, in a `jepa train --resume` process, and
+        follow it."""
+        with self._lock:
+            self._resume(Path(path))
         return self._published_message()
 
     def reattach(self, path: str | Path) -> str:
@@ -62,20 +77,37 @@ class FollowingSession(SessionState):
                                            f"(its console log: {launched.log_path})")
         self._begin(self._follow)
 
+    def _resume(self, path: Path) -> None:
+        if self._mode == IN_PROCESS and (self.busy or self._trainer is not None):
+            self._say("An in-process run is open here: Stop it before resuming another.")
+            return
+        info = run_info(path)
+        if info.status not in words.RESUMABLE - words.LIVE:
+            self._say(f"{path} is {info.status}: only a stopped or crashed run can be resumed.")
+            return
+        self._end_follow()
+        launched = resume_detached(path)
+        self._follow_run(path, launched, words.RUNNING, BUILDING,
+                         f"Resuming {path.name} from its latest checkpoint (it was {info.status} at step "
+                         f"{info.steps}): pid {launched.pid}, console log {launched.log_path}")
+
     def _reattach(self, path: Path) -> None:
         if self._mode == IN_PROCESS and (self.busy or self._trainer is not None):
             self._say("An in-process run is open here: Stop it before reattaching.")
             return
         self._end_follow()
-        info = run_info(path)
+        self._follow_run(path, None, run_info(path).status, "", f"Following {path}")
+
+    def _follow_run(self, path: Path, launched: DetachedRun | None, status: str, phase: str, message: str) -> None:
+        """Show and follow a run that exists on disk (caller holds the lock)."""
         try:
             config = read_config_file(path / "config.toml")
         except ValueError:
             config = {}
-        self._detached, self._stop_asked, self._stop_signalled = None, False, ""
+        self._detached, self._trainer, self._stop_asked, self._stop_signalled = launched, None, False, ""
         self._plan_at_start = bool(config.get("eval", {}).get("at_start", True))
         self._switch(DETACHED, path, int(config.get("optim", {}).get("steps", 0) or 0))
-        self._set(info.status, "", f"Following {path}")
+        self._set(status, phase, message)
         self._begin(self._follow)
 
     def _follow(self) -> None:
@@ -98,6 +130,13 @@ class FollowingSession(SessionState):
         launched = self._detached
         self._step = int(info.steps or 0)
         exited = launched is not None and launched.exited()
+        if launched is not None and launched.resumed and meta_stamp(self._run_dir) == launched.launch_stamp:
+            # The run's meta still holds its old end: the resumed trainer has not taken the run yet
+            if not exited:
+                return False
+            self._set(info.status, "", f"The resume process exited with code {launched.returncode} before it took "
+                                       f"the run: {launched.log_tail() or 'no output'}")
+            return True
         if info.status in words.ENDED:
             self._set(info.status, "", f"{info.status} at step {self._step} of {self._total}.")
             return True
