@@ -67,6 +67,11 @@ def _(mo, preset):
             ),
             "eval.at_start": mo.ui.switch(value=_tiny.eval.at_start, label="evaluate at step 0 (random-init baseline)"),
             "runtime.device": mo.ui.dropdown(["auto", "cpu", "cuda"], value="auto", label="device (auto: CUDA if present)"),
+            # A run in this kernel shares the machine with the notebook's server and browser: fewer threads than
+            # cores keep the page responsive. 0 leaves torch's default (one per core).
+            "runtime.num_threads": mo.ui.number(
+                start=0, stop=1024, value=_tiny.runtime.num_threads, label="CPU threads (0: torch's default)"
+            ),
             "logging.name": mo.ui.text(value="", placeholder="timestamp", label="run name"),
         }
     )

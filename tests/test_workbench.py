@@ -68,6 +68,10 @@ def test_plan_from_form_validates_and_keeps_overrides() -> None:
     assert "logging.name=\"r1\"" in plan.overrides and all("logging.name" not in o for o in plan.cli_overrides())
     assert plan.cadences["basic_every_steps"] == 5
     assert plan.fresh_config() is not plan.cfg and plan.fresh_config() == plan.cfg
+    threads = plan_from_form({"preset": "tiny", "runtime.num_threads": 1})  # the notebook's threads field
+    assert threads.cfg.runtime.num_threads == 1 and "runtime.num_threads=1" in threads.cli_overrides()
+    with pytest.raises(ConfigError, match="num_threads"):
+        plan_from_form({"preset": "tiny", "runtime.num_threads": -1})
     with pytest.raises(ConfigError, match="optim.batch_size"):
         plan_from_form({"preset": "tiny", "optim.batch_size": 0})
 
