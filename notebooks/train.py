@@ -14,14 +14,16 @@ def _():
     from jepa_core.config import CADENCE_KEYS, preset
     from jepa_core.workbench.markup import md_text
     from jepa_core.workbench.panel import session_panel_html
-    from jepa_core.workbench.plan import plan_from_form
+    from jepa_core.workbench.plan import PRESET_NAMES, form_defaults, plan_from_form
     from jepa_core.workbench.session import TrainingSession
 
     return (
         CADENCE_KEYS,
+        PRESET_NAMES,
         Path,
         TrainingSession,
         charts,
+        form_defaults,
         md_text,
         mo,
         plan_from_form,
@@ -43,44 +45,53 @@ def _(mo):
 
 
 @app.cell(hide_code=True)
-def _(mo, preset):
-    _tiny = preset("tiny")
+def _(PRESET_NAMES, mo):
+    preset_choice = mo.ui.dropdown(list(PRESET_NAMES), value="tiny", label="preset (the form starts from its values)")
+    preset_choice
+    return (preset_choice,)
+
+
+@app.cell(hide_code=True)
+def _(form_defaults, mo, preset_choice):
+    # Built again when the preset changes: every field starts from that preset's value.
+    _d = form_defaults(preset_choice.value)
     form = mo.ui.dictionary(
         {
-            "preset": mo.ui.dropdown(["tiny", "small"], value="tiny", label="model size (preset)"),
-            "data.dataset": mo.ui.dropdown(["shapes", "folder", "npz"], value=_tiny.data.dataset, label="dataset"),
-            "data.path": mo.ui.text(value="", label="data path (folder / .npz)"),
+            "data.dataset": mo.ui.dropdown(["shapes", "folder", "npz"], value=_d["data.dataset"], label="dataset"),
+            "data.path": mo.ui.text(value=_d["data.path"], label="data path (folder / .npz)"),
             "data.num_train": mo.ui.number(
-                start=64, stop=10_000_000, value=_tiny.data.num_train, label="training images (built-in shapes)"
+                start=64, stop=10_000_000, value=_d["data.num_train"], label="training images (built-in shapes)"
             ),
-            "optim.steps": mo.ui.number(start=1, stop=10_000_000, value=_tiny.optim.steps, label="steps"),
-            "optim.batch_size": mo.ui.number(start=1, stop=8192, value=_tiny.optim.batch_size, label="batch size"),
-            "optim.lr": mo.ui.number(start=1e-7, stop=1.0, step=1e-5, value=_tiny.optim.lr, label="learning rate"),
-            "ema.start": mo.ui.number(start=0.0, stop=1.0, step=1e-4, value=_tiny.ema.start, label="EMA momentum start"),
-            "ema.end": mo.ui.number(start=0.0, stop=1.0, step=1e-4, value=_tiny.ema.end, label="EMA momentum end"),
-            "ema.schedule": mo.ui.dropdown(["linear", "cosine"], value=_tiny.ema.schedule, label="EMA schedule"),
+            "optim.steps": mo.ui.number(start=1, stop=10_000_000, value=_d["optim.steps"], label="steps"),
+            "optim.batch_size": mo.ui.number(start=1, stop=8192, value=_d["optim.batch_size"], label="batch size"),
+            "optim.lr": mo.ui.number(start=1e-7, stop=1.0, step=1e-6, value=_d["optim.lr"], label="learning rate"),
+            "ema.start": mo.ui.number(start=0.0, stop=1.0, step=1e-4, value=_d["ema.start"], label="EMA momentum start"),
+            "ema.end": mo.ui.number(start=0.0, stop=1.0, step=1e-4, value=_d["ema.end"], label="EMA momentum end"),
+            "ema.schedule": mo.ui.dropdown(["linear", "cosine"], value=_d["ema.schedule"], label="EMA schedule"),
             "masks.target_scale": mo.ui.range_slider(
-                0.05, 0.5, step=0.01, value=list(_tiny.masks.target_scale), label="target block scale", show_value=True
+                0.05, 0.5, step=0.01, value=_d["masks.target_scale"], label="target block scale", show_value=True
             ),
             "masks.context_scale": mo.ui.range_slider(
-                0.3, 1.0, step=0.01, value=list(_tiny.masks.context_scale), label="context block scale", show_value=True
+                0.3, 1.0, step=0.01, value=_d["masks.context_scale"], label="context block scale", show_value=True
             ),
-            "eval.at_start": mo.ui.switch(value=_tiny.eval.at_start, label="evaluate at step 0 (random-init baseline)"),
-            "runtime.device": mo.ui.dropdown(["auto", "cpu", "cuda"], value="auto", label="device (auto: CUDA if present)"),
+            "eval.at_start": mo.ui.switch(value=_d["eval.at_start"], label="evaluate at step 0 (random-init baseline)"),
+            "runtime.device": mo.ui.dropdown(
+                ["auto", "cpu", "cuda"], value=_d["runtime.device"], label="device (auto: CUDA if present)"
+            ),
             # A run in this kernel shares the machine with the notebook's server and browser: fewer threads than
             # cores keep the page responsive. 0 leaves torch's default (one per core).
             "runtime.num_threads": mo.ui.number(
-                start=0, stop=1024, value=_tiny.runtime.num_threads, label="CPU threads (0: torch's default)"
+                start=0, stop=1024, value=_d["runtime.num_threads"], label="CPU threads (0: torch's default)"
             ),
-            "logging.name": mo.ui.text(value="", placeholder="timestamp", label="run name"),
+            "logging.name": mo.ui.text(value=_d["logging.name"], placeholder="timestamp", label="run name"),
         }
     )
     return (form,)
 
 
 @app.cell(hide_code=True)
-def _(CADENCE_KEYS, mo, preset):
-    _defaults = preset("tiny").diagnostics
+def _(CADENCE_KEYS, mo, preset, preset_choice):
+    _defaults = preset(preset_choice.value).diagnostics
     _stops = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000]
     cadences = mo.ui.dictionary(
         {
@@ -134,10 +145,10 @@ def _(TrainingSession, mo):
 
 
 @app.cell(hide_code=True)
-def _(cadences, faults, form, md_text, mo, plan_from_form):
+def _(cadences, faults, form, md_text, mo, plan_from_form, preset_choice):
     # The config the next Start / Step N / Launch detached uses (None while the form holds a bad value).
     try:
-        plan = plan_from_form(form.value, cadences.value, faults.value)
+        plan = plan_from_form({"preset": preset_choice.value, **form.value}, cadences.value, faults.value)
     except ValueError as _exc:
         plan = None
         _out = mo.callout(mo.md(f"**Config error**: {md_text(_exc)}"), kind="danger")
@@ -219,9 +230,10 @@ def _(
 
 
 @app.cell(hide_code=True)
-def _(cadences, session):
-    # A moved slider goes to the open run's control.json; the trainer applies it from its next step.
-    _said = session.set_cadences(cadences.value)  # also the session's message, shown with the progress
+def _(cadences, preset_choice, session):
+    # A moved slider goes to the open run's control.json; the trainer applies it from its next step. Sliders
+    # rebuilt for another preset are only recorded: they are the next run's, not the open one's.
+    _said = session.set_cadences(cadences.value, origin=preset_choice.value)  # also the session's message
     return
 
 

@@ -11,6 +11,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from jepa_core.config import preset
 from jepa_core.run import status as words
 from jepa_core.metrics.stream import iter_rows
 from jepa_core.workbench.plan import Plan, plan_from_form
@@ -157,17 +158,22 @@ def test_start_refuses_an_existing_run_name_without_a_traceback(session: Trainin
 
 def test_cadence_change_reaches_an_in_process_run(session: TrainingSession, tmp_path: Path) -> None:
     plan = make_plan(tmp_path / "runs", "cadence", **{"optim.steps": 2000})
-    session.set_cadences(plan.cadences)  # the sliders' positions when the notebook opened
+    session.set_cadences(plan.cadences, origin="tiny")  # the sliders' positions when the notebook opened
     session.start(plan)
     wait_until(lambda: session.view().step >= 2, what="two steps")
-    session.set_cadences({**plan.cadences, "basic_every_steps": 3})
+    # The preset switched to `small` for the next run: its sliders are rebuilt at small's cadences, which are
+    # recorded, not sent; moving one of them then is sent, alone.
+    small = {k: int(getattr(preset("small").diagnostics, k)) for k in plan.cadences}
+    assert small != plan.cadences and session.set_cadences(small, origin="small") is None
+    session.set_cadences({**small, "basic_every_steps": 3}, origin="small")
     run = tmp_path / "runs" / "cadence"
     wait_until(lambda: any(r.get("event") == "cadence" for r in iter_rows(run / "metrics.jsonl")),
                what="the cadence event row")
     session.stop()
     assert session.wait(120)
-    row = next(r for r in iter_rows(run / "metrics.jsonl") if r.get("event") == "cadence")
-    assert row["basic_every_steps"] == 3
+    rows = [r for r in iter_rows(run / "metrics.jsonl") if r.get("event") == "cadence"]
+    assert len(rows) == 1 and rows[0]["basic_every_steps"] == 3
+    assert all(rows[0].get(k, v) == v for k, v in plan.cadences.items() if k != "basic_every_steps")
 
 
 def test_launch_detached_list_reattach_cadence_stop(session: TrainingSession, tmp_path: Path) -> None:

@@ -13,12 +13,12 @@ import pytest
 import torch
 from PIL import Image
 
-from jepa_core.config import ConfigError, apply_overrides, preset
+from jepa_core.config import CADENCE_KEYS, ConfigError, apply_overrides, preset
 from jepa_core.method.masks import MaskBatch
 from jepa_core.run.lock import RunLock
 from jepa_core.workbench import detached, markup
 from jepa_core.workbench.panel import latest_mask_artifact, mask_overlay_png, progress_html, session_panel_html
-from jepa_core.workbench.plan import form_overrides, plan_from_form
+from jepa_core.workbench.plan import FORM_KEYS, PRESET_NAMES, form_defaults, form_overrides, plan_from_form
 from jepa_core.workbench.view import IDLE, Publisher, SessionView
 from browser_util import XSS, write_synthetic_run
 
@@ -74,6 +74,18 @@ def test_plan_from_form_validates_and_keeps_overrides() -> None:
         plan_from_form({"preset": "tiny", "runtime.num_threads": -1})
     with pytest.raises(ConfigError, match="optim.batch_size"):
         plan_from_form({"preset": "tiny", "optim.batch_size": 0})
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+def test_an_untouched_form_is_the_preset_as_shipped(name: str) -> None:
+    # Every field starts from the chosen preset's value (once tiny's values sat under every preset: `small` got
+    # tiny's steps, batch, lr and images), and so do the cadence sliders.
+    cfg = preset(name)
+    cadences = {k: getattr(cfg.diagnostics, k) for k in CADENCE_KEYS}
+    plan = plan_from_form({"preset": name, **form_defaults(name)}, cadences)
+    for section in ("model", "data", "masks", "optim", "ema", "diagnostics", "eval", "runtime", "logging"):
+        assert getattr(plan.cfg, section) == getattr(cfg, section), section
+    assert set(form_defaults(name)) == set(FORM_KEYS)
 
 
 def test_form_overrides_are_valid_toml_for_apply_overrides() -> None:

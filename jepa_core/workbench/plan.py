@@ -37,6 +37,27 @@ class Plan:
         return [o for o in self.overrides if not o.startswith("logging.name=")]
 
 
+# The train notebook's config form: each key a `section.key` of the config, its widget's starting value the chosen
+# preset's (an untouched form is the preset as shipped, `small` and `base` included).
+FORM_KEYS: tuple[str, ...] = (
+    "data.dataset", "data.path", "data.num_train", "optim.steps", "optim.batch_size", "optim.lr", "ema.start",
+    "ema.end", "ema.schedule", "masks.target_scale", "masks.context_scale", "eval.at_start", "runtime.device",
+    "runtime.num_threads", "logging.name",
+)
+PRESET_NAMES: tuple[str, ...] = ("tiny", "small", "base")
+
+
+def form_defaults(preset_name: str) -> dict[str, Any]:
+    """The form's starting values for a preset: FORM_KEYS read from its config, and its diagnostic cadences."""
+    cfg = preset(preset_name)
+    values = {}
+    for key in FORM_KEYS:
+        section, name = key.split(".")
+        value = getattr(getattr(cfg, section), name)
+        values[key] = list(value) if isinstance(value, (list, tuple)) else value
+    return values
+
+
 def form_overrides(values: Mapping[str, Any]) -> list[str]:
     """`section.key=value` strings (TOML values) for `apply_overrides` or `jepa train --set`.
 

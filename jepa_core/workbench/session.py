@@ -63,12 +63,14 @@ class TrainingSession(FollowingSession):
                 self._say("Nothing to stop.")
         return self._published_message()
 
-    def set_cadences(self, values: Mapping[str, Any]) -> str | None:
+    def set_cadences(self, values: Mapping[str, Any], origin: str | None = None) -> str | None:
         """Slider values in; the ones that moved since last seen go to the open run's control.json (read by the
-        trainer before its next step). The first call only records the sliders' positions."""
+        trainer before its next step). The first call only records the sliders' positions, and so does a call with
+        another `origin` (sliders rebuilt at another preset's cadences: nobody moved them for the open run)."""
         values = {k: int(v) for k, v in values.items()}
         with self._lock:
-            seen, self._slider = self._slider, values
+            rebuilt, self._slider_origin = origin != self._slider_origin, origin
+            seen, self._slider = (None if rebuilt else self._slider), values
             moved = {k: v for k, v in values.items() if seen is not None and seen.get(k) != v}
             if not moved or not (self.busy or self._trainer is not None) or self._run_dir is None:
                 return None

@@ -59,6 +59,7 @@ class SessionState:
         self._stop_signalled = ""  # how it was signalled, when by SIGTERM (sent once)
         self._on_disk = False  # the followed run's meta.json has been seen
         self._slider: dict[str, int] | None = None  # cadence values last seen from the sliders
+        self._slider_origin: str | None = None  # what those sliders started from (the notebook's preset)
         self._pending: dict[str, int] = {}  # cadence changes waiting for the run directory to exist
         self._plan_at_start = True  # eval.at_start of the current run (its step-0 phase)
         self._status, self._phase, self._message = IDLE, "", "No run yet: press Start, Step N or Launch detached."
