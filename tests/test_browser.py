@@ -186,6 +186,13 @@ def wait_for_progress(page, status: str | None = None, min_step: int = -1, timeo
     return progress(page)[1]
 
 
+def choose_option(page, text: str, timeout_s: float) -> None:
+    """Select, in whichever dropdown lists it, the option whose label starts with `text` (once it is listed)."""
+    choice = page.locator("select").filter(has=page.locator("option", has_text=text)).first
+    choice.wait_for(timeout=timeout_s * 1000)
+    choice.select_option(label=next(t for t in choice.locator("option").all_inner_texts() if t.startswith(text)))
+
+
 def message(page) -> str:
     box = page.locator(".jepa-message")
     return box.first.inner_text() if box.count() else ""
@@ -404,10 +411,7 @@ def test_train_launch_detached_reattach_after_a_reload_stop_and_resume(browser, 
         # The list of running runs is built again once the run exists: no kernel restart needed, even after a
         # page reload (which reconnects to the same session)
         page.reload()
-        choice = page.locator("select").filter(has=page.locator("option", has_text="detached-run"))
-        choice.first.wait_for(timeout=180_000)
-        label = next(t for t in choice.first.locator("option").all_inner_texts() if "detached-run" in t)
-        choice.first.select_option(label=label)
+        choose_option(page, "detached-run [running", 180)
         page.get_by_role("button", name="Reattach", exact=True).click()
         wait_for(page, lambda: message(page).startswith("Following"), "the reattach message", 60)
         wait_for_progress(page, "running", 3)
@@ -415,10 +419,7 @@ def test_train_launch_detached_reattach_after_a_reload_stop_and_resume(browser, 
         stopped_at = wait_for_progress(page, "stopped", 3, timeout_s=120)
 
         # Now listed among the runs to resume: Resume goes on from its checkpoint in a new detached process
-        ended = page.locator("select").filter(has=page.locator("option", has_text="detached-run [stopped"))
-        ended.first.wait_for(timeout=60_000)
-        label = next(t for t in ended.first.locator("option").all_inner_texts() if "detached-run" in t)
-        ended.first.select_option(label=label)
+        choose_option(page, "detached-run [stopped", 60)
         page.get_by_role("button", name="Resume (detached)", exact=True).click()
         wait_for(page, lambda: message(page).startswith("Resuming detached-run"), "the resume message", 60)
         wait_for_progress(page, "running", stopped_at + 3, timeout_s=120)

@@ -4,6 +4,7 @@ critical alert that stops the run; each checks the status (meta.json's and the s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -38,6 +39,17 @@ def wait_until(condition: Callable[[], bool], timeout: float = 120.0, what: str 
 
 def meta(run_dir: Path) -> dict:
     return json.loads((run_dir / "meta.json").read_text())
+
+
+@contextlib.contextmanager
+def killed_if_left(launched) -> Iterator[None]:
+    """A launched `jepa train` process never outlives the test, whatever it asserts."""
+    try:
+        yield
+    finally:
+        if launched.process.poll() is None:
+            launched.process.kill()
+            launched.process.wait(30)
 
 
 def checkpoint_steps(run_dir: Path) -> set[int]:
@@ -183,7 +195,7 @@ def test_launch_detached_list_reattach_cadence_stop(session: TrainingSession, tm
     session.set_cadences(plan.cadences)
     assert session.launch_detached(plan).startswith("Launched pid")
     launched = session._detached
-    try:
+    with killed_if_left(launched):
         # Listed afresh on demand: the run appears once its writer holds it
         wait_until(lambda: [r.path for r in session.running_runs()] == [run], what="the run in the list")
         other = TrainingSession(roots=[runs_dir], poll_every=0.1)  # another kernel, or this page reloaded
@@ -201,10 +213,6 @@ def test_launch_detached_list_reattach_cadence_stop(session: TrainingSession, tm
             other.close()
         assert session.wait(120)  # the launching session saw the same end
         assert launched.process.wait(60) == 0
-    finally:
-        if launched.process.poll() is None:
-            launched.process.kill()
-            launched.process.wait(30)
     view = session.view()
     assert view.status == words.STOPPED == meta(run)["status"]
     assert view.step == meta(run)["last_step"] and view.step in checkpoint_steps(run)
@@ -224,13 +232,9 @@ def test_resume_goes_on_with_a_stopped_run_to_its_end(session: TrainingSession, 
     said = session.resume(run)
     assert said.startswith("Resuming again from its latest checkpoint (it was stopped at step 5): pid ")
     launched = session._detached
-    try:
+    with killed_if_left(launched):
         assert session.wait(120)
         assert launched.process.wait(60) == 0
-    finally:
-        if launched.process.poll() is None:
-            launched.process.kill()
-            launched.process.wait(30)
     view = session.view()
     assert view.status == words.FINISHED == meta(run)["status"] and view.step == 12 == meta(run)["last_step"]
     assert view.message == "finished at step 12 of 12."
@@ -250,7 +254,8 @@ def test_a_resume_that_cannot_start_says_why(session: TrainingSession, tmp_path:
     (run / "config.toml").write_text("[optim\n")  # damaged after the run stopped
     session.resume(run)
     launched = session._detached
-    assert session.wait(120) and launched.process.wait(60) != 0
+    with killed_if_left(launched):
+        assert session.wait(120) and launched.process.wait(60) != 0
     view = session.view()
     assert view.status == words.STOPPED == meta(run)["status"]  # the run is as it was
     assert view.message.startswith(f"The resume process exited with code {launched.returncode} before it took "
