@@ -180,13 +180,14 @@ def loss_baseline_step(rows: Iterable[dict], after: int = -1) -> int | None:
 
 
 def eval_baseline_step(rows: Iterable[dict], after: int = -1) -> int | None:
-    """First evaluation after `after` whose kNN accuracy is EVAL_BASELINE_MARGIN or more below the best one so far."""
+    """First evaluation after `after` whose kNN accuracy is EVAL_BASELINE_MARGIN or more below the best so far."""
     best = None
     for row in rows:
         acc = _value(row, "knn/accuracy")
         if acc is None:
             continue
-        if best is not None and row["step"] > after and (not math.isfinite(acc) or acc <= best - EVAL_BASELINE_MARGIN):
+        fell = not math.isfinite(acc) or (best is not None and acc <= best - EVAL_BASELINE_MARGIN)
+        if best is not None and row["step"] > after and fell:
             return row["step"]
         if math.isfinite(acc):
             best = acc if best is None else max(best, acc)

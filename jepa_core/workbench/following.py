@@ -1,10 +1,10 @@
 """`FollowingSession`: what a training session does with a run another process trains.
 
-Such a run is "detached": either launched here (a `jepa train` process, jepa_core.workbench.detached: a new run, or a
-stopped or crashed one resumed from its latest checkpoint) or reattached to (a run an earlier kernel or a terminal
-started). Either way a job thread follows its run directory, reading only the
-bytes appended since it last looked, until the run ends, its process exits or the session moves on; Stop reaches the
-process through control.json or one SIGTERM.
+Such a run is "detached": either launched here (a `jepa train` process, jepa_core.workbench.detached: a new run, or
+a stopped or crashed one resumed from its latest checkpoint) or reattached to (a run an earlier kernel or a terminal
+started). Either way a job thread follows its run directory, reading only the bytes appended since it last looked,
+until the run ends, its process exits or the session moves on; Stop reaches the process through control.json or one
+SIGTERM.
 """
 
 from __future__ import annotations

@@ -48,7 +48,8 @@ PRESET_NAMES: tuple[str, ...] = ("tiny", "small", "base")
 
 
 def form_defaults(preset_name: str) -> dict[str, Any]:
-    """The form's starting values for a preset: FORM_KEYS read from its config, and its diagnostic cadences."""
+    """The form's starting values for a preset: FORM_KEYS read from its config (lists as lists, as widgets hold
+    them). The cadence sliders start from the preset's `diagnostics` section."""
     cfg = preset(preset_name)
     values = {}
     for key in FORM_KEYS:
