@@ -63,7 +63,7 @@ CALIBRATION_SETTINGS = (
     "optim.batch_size=128", "optim.lr=7e-4", "optim.warmup_steps=50", "data.num_train=16384", "data.num_heldout=2048",
     "diagnostics.basic_every_steps=5", "diagnostics.representation_every_steps=5",
     "diagnostics.covariance_every_steps=10", "diagnostics.param_distance_every_steps=10",
-    "diagnostics.mask_check_every_steps=5",
+    "diagnostics.fixed_batch_every_steps=10", "diagnostics.mask_check_every_steps=5",
 )
 
 

@@ -15,7 +15,8 @@ it was switched on. Harmful, from the first reading after the onset at which one
 - the loss or the gradient norm turns non-finite;
 - a structural invariant of the method is broken: a target patch in the context (`mask/overlap_fraction` > 0), a
   target parameter that trains (`ema/target_grad_params` > 0), a target that is a copy of the online encoder
-  (`ema/relative_param_l2` exactly 0 at one reading) or one never updated (its statistics on a fixed batch,
+  (`ema/relative_param_l2`, or since round 9 the features' `ema/fixed_batch_distance`, exactly 0 at one reading) or
+  one never updated (its statistics on a fixed batch,
   `target/fixed_batch_std_mean`, identical for INVARIANT_READINGS readings while those of the run without the fault
   changed between the same readings). These are logged facts about a broken method, harmful whatever the
   evaluation does in the run's remaining steps.
@@ -125,7 +126,7 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
         # last bit); "frozen" compares six-digit readings, so it needs INVARIANT_READINGS of them. Two distance
         # readings asked for 1000 steps at the default cadence of 500 (round 5: a target copying online from step
         # 900 of 1200 was called benign, and the alert on it a false alarm).
-        if after and _value(row, "ema/relative_param_l2") == 0.0:
+        if after and 0.0 in (_value(row, "ema/relative_param_l2"), _value(row, "ema/fixed_batch_distance")):
             return step, "target copies online"
         fixed = _value(row, "target/fixed_batch_std_mean")
         if fixed is not None:

@@ -1,9 +1,10 @@
 """`jepa check`: a pre-flight of a run without training it (SPEC §3).
 
 It validates the config; samples 1,000 mask batches (those of the run's first 1,000 steps, in the data workers)
-and reports context and target sizes and any overlap; builds the model and counts its parameters; times a few loader
-batches and a few training steps on the chosen device; and prints the peak memory of a step, the projected wall
-time of the run and which side, loader or model, is the bottleneck. Nothing is written to disk.
+and reports context and target sizes and any overlap; says at which cadences the early-warning rules read their
+signals; builds the model and counts its parameters; times a few loader batches and a few training steps on the
+chosen device; and prints the peak memory of a step, the projected wall time of the run and which side, loader or
+model, is the bottleneck. Nothing is written to disk.
 
 Exit 0 when the run looks feasible, 1 with the reasons when it does not (the loader delivers fewer images/s than
 the step consumes, a step does not fit the device's memory, masks overlap without the leak fault), 2 on bad input.
@@ -111,6 +112,25 @@ def check_masks(cfg: Config, batches: int, report: Report) -> None:
         report.problems.append(f"{overlapping} of {batches} mask batches let target patches into the context")
     elif overlapping:
         report.say("  (faults.mask_leak_fraction is on: the overlap is the injected fault)")
+
+
+# In the detection library every harmful collapse and EMA fault was caught where the fixed probe batch was read every
+# 100 steps or more often, and a collapse that continued the run's first descent was missed at every 250
+# (benchmarks/detection.py, the `batch32` and `batch32_fb` settings).
+FIXED_BATCH_SEEN_STEPS = 100
+
+
+def check_early_warning(cfg: Config, report: Report) -> None:
+    """Which cadences the early-warning rules read, and a note where one is too sparse for them to see in time."""
+    d = cfg.diagnostics
+    report.say(f"early warning: per-batch signals every {d.representation_every_steps} steps, the fixed probe batch "
+               f"every {d.fixed_batch_every_steps}, rank every {d.covariance_every_steps}, parameter distance every "
+               f"{d.param_distance_every_steps}, masks every {d.mask_check_every_steps}")
+    if d.fixed_batch_every_steps > FIXED_BATCH_SEEN_STEPS:
+        report.say(f"  note: the fixed probe batch every {d.fixed_batch_every_steps} steps lets a collapse or a "
+                   "frozen or copied target do its harm between two readings; the rules caught them all at "
+                   f"{FIXED_BATCH_SEEN_STEPS} or less (diagnostics.fixed_batch_every_steps: two forwards of "
+                   "8 images a reading)")
 
 
 def check_model(cfg: Config, report: Report) -> JEPA:
@@ -233,6 +253,7 @@ def run_check(cfg: Config, mask_batches: int = 1000, steps: int = 5, loader_batc
                f"{len(heldout):,} held-out images at {cfg.model.img_size} px; {cfg.optim.steps:,} steps of batch "
                f"{cfg.optim.batch_size}")
     check_masks(cfg, mask_batches, report)
+    check_early_warning(cfg, report)
     model = check_model(cfg, report)
     read, loader_rate = check_loader(cfg, train, loader_batches, report)  # the steps reuse them in turn
     timed = check_steps(cfg, model, read, steps, warmup=3 if cfg.runtime.compile else 1, report=report)

@@ -21,6 +21,8 @@ def test_check_reports_every_section_and_passes_a_feasible_run(capsys) -> None:
     assert "config: valid; data shapes: 256 training and 64 held-out images at 32 px" in out
     assert "masks: 50 batches of 16 on the 8x8 patch grid" in out
     assert "; 0 batches with a target patch in the context" in out
+    assert ("early warning: per-batch signals every 10 steps, the fixed probe batch every 20, rank every 20, "
+            "parameter distance every 20, masks every 10") in out and "note:" not in out
     assert "parameters: total " in out and "predictor " in out
     assert "loader: 3 batches of 16" in out and "images/s, in the training process" in out
     assert "step (cpu, fp32): " in out and "peak memory " in out
@@ -36,6 +38,13 @@ def test_check_samples_masks_in_the_workers_and_shows_an_injected_leak(capsys) -
     out = capsys.readouterr().out
     assert "; 40 batches with a target patch in the context" in out  # steps 10..49 of the 50 sampled
     assert "faults.mask_leak_fraction is on" in out and "loader: 3 batches of 16 in" in out and "2 workers" in out
+
+
+def test_a_sparse_fixed_batch_is_noted_not_refused(capsys) -> None:
+    assert jepa(["check", *SMALL, "--set", "diagnostics.fixed_batch_every_steps=250"]) == 0
+    out = capsys.readouterr().out
+    assert "the fixed probe batch every 250 steps lets a collapse" in out
+    assert "diagnostics.fixed_batch_every_steps" in out and out.rstrip().endswith("verdict: feasible")
 
 
 def test_a_loader_slower_than_the_step_is_not_feasible(monkeypatch, capsys) -> None:

@@ -23,7 +23,8 @@ SMALL = [
     "optim.warmup_steps=2", "data.num_train=64", "data.num_heldout=40", "eval.probe_epochs=2", "eval.at_start=false",
     "eval.artifacts=false", "diagnostics.eval_every_steps=1000", "diagnostics.basic_every_steps=1",
     "diagnostics.representation_every_steps=1", "diagnostics.covariance_every_steps=1",
-    "diagnostics.param_distance_every_steps=1", "diagnostics.mask_check_every_steps=1",
+    "diagnostics.param_distance_every_steps=1", "diagnostics.fixed_batch_every_steps=1",
+    "diagnostics.mask_check_every_steps=1",
     "diagnostics.weights_health_every_steps=1000", "logging.tensorboard=false", "logging.progress_bar=false",
     "logging.checkpoint_every_steps=1000", "runtime.num_threads=1", "runtime.device='cpu'",
     f"faults.start_step={FAULT_STEP}",
@@ -71,16 +72,18 @@ def test_frozen_target_keeps_fixed_batch_statistics_exactly_constant(tmp_path):
         assert len(set(healthy_part(values))) == len(healthy_part(values)), key  # healthy: moves every update
         frozen = [v for s, v in values.items() if s >= FAULT_STEP]  # the last healthy reading onward
         assert len(frozen) >= 4 and len(set(frozen)) == 1, key
-    distance = faulty_part(series(rows, "ema/param_l2"))
-    assert all(b > a for a, b in zip(distance, distance[1:]))  # the online encoder keeps moving away
+    for key in ("ema/param_l2", "ema/fixed_batch_distance"):  # the online encoder keeps moving away
+        distance = faulty_part(series(rows, key))
+        assert all(b > a for a, b in zip(distance, distance[1:])), key
     assert "ema_stalled" in {a.rule for a in trainer.rules.alerts}
 
 
 def test_target_copies_online_makes_the_distance_exactly_zero(tmp_path):
     _, _, rows = train_small(tmp_path, "faults.target_copies_online=true")
-    distance = series(rows, "ema/relative_param_l2")
-    assert all(v > 0.0 for v in healthy_part(distance))
-    assert all(v == 0.0 for v in faulty_part(distance))
+    for key in ("ema/relative_param_l2", "ema/fixed_batch_distance"):  # in weights, and in features on the probe
+        distance = series(rows, key)
+        assert all(v > 0.0 for v in healthy_part(distance)), key
+        assert faulty_part(distance) and all(v == 0.0 for v in faulty_part(distance)), key
     assert all(v == 0.0 for v in faulty_part(series(rows, "ema_tau")))
 
 

@@ -179,6 +179,21 @@ def test_ema_distance_zero_for_identical_copies_and_exact_otherwise() -> None:
         floats_of(masks.ema_distance_tensors, nn.Linear(4, 8), online)
 
 
+def test_fixed_batch_distance_is_zero_only_for_the_same_weights() -> None:
+    online = _mlp()
+    target = copy.deepcopy(online)
+    images = torch.randn(5, 4, generator=torch.Generator().manual_seed(3))
+    same = float_of(masks.fixed_batch_distance_tensor, target(images), online(images))
+    assert same == 0.0  # the same forward on the same input: exactly, not approximately
+    with torch.no_grad():
+        target[2].bias.add_(0.5)  # every output moves by 0.5
+    moved_t, moved_o = target(images), online(images)
+    expected = 0.5 * math.sqrt(moved_o.numel()) / moved_o.double().norm().item()
+    assert float_of(masks.fixed_batch_distance_tensor, moved_t, moved_o) == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(ValueError, match="shapes differ"):
+        masks.fixed_batch_distance_tensor(moved_t, moved_o[:4])
+
+
 def test_target_grad_params_counts_stray_grads_and_requires_grad() -> None:
     target = _mlp().requires_grad_(False)
     assert masks.target_grad_params(target) == 0

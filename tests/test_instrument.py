@@ -25,10 +25,10 @@ GROUP_KEYS = {
     "representation": {"pred_target/mse", "pred_target/mae", "pred_target/cosine", "target/norm_mean",
                        "target/norm_std", "target/std_mean", "target/std_min", "target/std_l2n",
                        "target/dead_dim_fraction", "pred/norm_mean", "pred/std_mean", "pred/dead_dim_fraction"},
+    "fixed_batch": {"target/fixed_batch_std_mean", "target/fixed_batch_norm_mean", "ema/fixed_batch_distance"},
     "covariance": {"target/effective_rank", "target/token_effective_rank", "target/cov_offdiag_abs_mean",
                    "pred/effective_rank"},
-    "param_distance": {"ema/param_l2", "ema/relative_param_l2", "target/fixed_batch_std_mean",
-                       "target/fixed_batch_norm_mean"},
+    "param_distance": {"ema/param_l2", "ema/relative_param_l2"},
     "mask_check": {"mask/context_count", "mask/target_count", "mask/context_ratio", "mask/target_ratio",
                    "mask/overlap_fraction", "ema/target_grad_params"},
     "weights_health": {"health/grad_cosine_prev", "health/gns", "health/stable_rank_min", "health/weight_drift_max",
@@ -44,8 +44,9 @@ def tiny_jepa() -> JEPA:
 
 
 def cadences(**overrides: int) -> DiagnosticsConfig:
-    values = dict(basic_every_steps=2, representation_every_steps=3, covariance_every_steps=4,
-                  param_distance_every_steps=5, mask_check_every_steps=3, weights_health_every_steps=4)
+    values = dict(basic_every_steps=2, representation_every_steps=3, fixed_batch_every_steps=7,
+                  covariance_every_steps=4, param_distance_every_steps=5, mask_check_every_steps=3,
+                  weights_health_every_steps=4)
     values.update(overrides)
     return DiagnosticsConfig(**values)
 

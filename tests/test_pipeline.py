@@ -216,8 +216,8 @@ def test_a_turned_jpeg_is_still_drafted(tmp_path: Path) -> None:
 FAST = [*SMALL_MODEL, "optim.steps=8", "optim.batch_size=16", "optim.warmup_steps=2", "eval.probe_epochs=5",
         "diagnostics.eval_every_steps=4", "logging.checkpoint_every_steps=4", "diagnostics.basic_every_steps=2",
         "diagnostics.covariance_every_steps=3", "diagnostics.weights_health_every_steps=4",
-        "diagnostics.param_distance_every_steps=3", "logging.tensorboard=false", "logging.progress_bar=false",
-        "eval.knn_k=5"]
+        "diagnostics.param_distance_every_steps=3", "diagnostics.fixed_batch_every_steps=3",
+        "logging.tensorboard=false", "logging.progress_bar=false", "eval.knn_k=5"]
 NONDETERMINISTIC_PREFIXES = ("time/", "system/", "memory/")
 
 

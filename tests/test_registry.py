@@ -49,8 +49,9 @@ def test_a_real_training_step_emits_each_due_group_exactly_as_registered() -> No
     optimizer = step_mod.build_optimizer(model, (0.9, 0.95))
     sampler = MaskSampler(4, 4, num_targets=2, target_scale=(0.15, 0.2), min_keep=2)
     # Different cadences, so a step where only some groups are due shows which group each metric belongs to.
-    cadences = DiagnosticsConfig(basic_every_steps=1, representation_every_steps=2, covariance_every_steps=3,
-                                 param_distance_every_steps=3, mask_check_every_steps=2, weights_health_every_steps=2)
+    cadences = DiagnosticsConfig(basic_every_steps=1, representation_every_steps=2, fixed_batch_every_steps=4,
+                                 covariance_every_steps=3, param_distance_every_steps=3, mask_check_every_steps=2,
+                                 weights_health_every_steps=2)
     inst = Instrumentation(model, cadences, total_steps=6, device="cpu")
     assert set(inst.start_metrics()) == {m.name for m in registry.in_group("run_facts")}
     gen = torch.Generator().manual_seed(0)

@@ -475,6 +475,57 @@ def test_ema_stalled_when_target_statistics_freeze() -> None:
     assert "never updated" in alert.message
 
 
+def fixed_batch_at_its_own_cadence(onset: int, frozen: bool = False, copies: bool = False,
+                                   online_stops: bool = False) -> Mutator:
+    """The defaults since round 9: the fixed probe batch (the target's statistics and its feature distance to the
+    online encoder) every 5 steps here, the parameter distance every 100. From `onset` the target is frozen or
+    copies the online encoder; `online_stops` freezes the online encoder too (nothing trains: not a target fault)."""
+    rng = random.Random(onset)
+
+    def mutate(step: int, row: dict) -> None:
+        if step % 100:
+            for key in ("ema/relative_param_l2", "ema/param_l2"):
+                row.pop(key, None)
+        if step % REPR:
+            return
+        after = step >= onset
+        moving = (0.6 * (1 + rng.gauss(0, 0.002)), 9.0 * (1 + rng.gauss(0, 0.002)))
+        std, norm = (0.5, 8.0) if after and frozen else moving
+        distance = 0.0 if after and copies else 0.3 if after and online_stops else 0.3 * (1 + rng.gauss(0, 0.01))
+        row.update({"target/fixed_batch_std_mean": std, "target/fixed_batch_norm_mean": norm,
+                    "ema/fixed_batch_distance": distance})
+        if after and copies and "ema/relative_param_l2" in row:
+            row["ema/relative_param_l2"] = row["ema/param_l2"] = 0.0
+        if online_stops and "ema/param_l2" in row:
+            row["ema/param_l2"] = 1.0  # nothing moves: the weights' distance is constant too
+
+    return mutate
+
+
+def test_a_copied_target_is_caught_at_the_first_fixed_batch_reading() -> None:
+    alert = single_alert(synthetic_run(2, mutate=fixed_batch_at_its_own_cadence(150, copies=True)), "ema_stalled",
+                         150, 150)  # the parameter distance is next read at 200
+    assert alert.severity == "critical" and alert.metric == "ema/fixed_batch_distance"
+    assert "equals the online encoder" in alert.message
+
+
+def test_a_frozen_target_is_caught_from_the_fixed_batch_alone() -> None:
+    rows = synthetic_run(3, mutate=fixed_batch_at_its_own_cadence(150, frozen=True))
+    # 150 is the first frozen reading (it changed from 145's), 155 and 160 the unchanged ones: the feature distance
+    # moved between them, so the online encoder trains while the target does not.
+    alert = single_alert(rows, "ema_stalled", 160, 160)
+    assert "never updated" in alert.message
+    without = [{k: v for k, v in row.items() if k != "ema/fixed_batch_distance"} for row in rows]
+    assert min(a.step for a in alerts_of(without, "ema_stalled")) > 200  # waits for a parameter-distance reading
+
+
+def test_nothing_training_is_not_a_frozen_target() -> None:
+    # The target's statistics constant and its distance to the online encoder constant too: the online encoder
+    # stopped with it (lr 0, a paused optimizer), which is not the EMA's fault.
+    rows = synthetic_run(4, mutate=fixed_batch_at_its_own_cadence(150, frozen=True, online_stops=True))
+    assert alerts_of(rows, "ema_stalled") == []
+
+
 def test_ema_runaway_when_the_distance_climbs_faster_than_its_trend() -> None:
     def blowup(step: int, row: dict) -> None:  # the online weights leave the target behind, faster and faster
         if step >= 150 and "ema/relative_param_l2" in row:

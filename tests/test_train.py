@@ -23,7 +23,8 @@ FAST = [
     "data.num_heldout=64",
     "eval.probe_epochs=5", "diagnostics.eval_every_steps=6", "logging.checkpoint_every_steps=6",
     "diagnostics.covariance_every_steps=3", "diagnostics.weights_health_every_steps=4",
-    "diagnostics.param_distance_every_steps=3", "logging.tensorboard=false", "logging.progress_bar=false",
+    "diagnostics.param_distance_every_steps=3", "diagnostics.fixed_batch_every_steps=3", "logging.tensorboard=false",
+    "logging.progress_bar=false",
 ]
 # Wall-clock and process figures differ between any two runs; everything else must match exactly.
 NONDETERMINISTIC_PREFIXES = ("time/", "system/", "memory/")

@@ -66,34 +66,41 @@ class NonFiniteRule(RuleBase):
 
 
 class EmaStalledRule(RuleBase):
-    """Target equal to the online encoder (distance exactly 0) or target never updated (statistics frozen)."""
+    """Target equal to the online encoder (a distance of exactly 0, in weights or in features on the fixed probe
+    batch) or target never updated (its fixed-batch statistics frozen while the online encoder moves)."""
 
     name = "ema_stalled"
     distance = "ema/relative_param_l2"
+    feature_distance = "ema/fixed_batch_distance"  # read with the fixed batch, far more often than the weights'
+    online_moves = ("ema/param_l2", feature_distance)  # either changing between readings: the online encoder trains
 
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
         self.frozen_metrics = split_names(cfg.ema_frozen_metrics)
-        self.watches = frozenset({self.distance, "ema/param_l2", *self.frozen_metrics})
+        self.watches = frozenset({self.distance, *self.online_moves, *self.frozen_metrics})
         self.last_stats: dict[str, float] = {}
-        self.last_param_l2: float | None = None
-        self.param_moved = False  # ema/param_l2 changed since the target statistics last changed
+        self.last_online: dict[str, float] = {}
+        self.online_moved = False  # the online encoder moved since the target statistics last changed
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg, alerts = row["step"], self.cfg, []
-        distance = number(row, self.distance)
-        if distance is not None and math.isfinite(distance) and step >= cfg.ema_stalled_warmup_steps:
-            if self.gate.observe(self.distance, distance <= cfg.ema_stalled_max_distance, cfg.ema_stalled_patience):
-                alerts.append(self._alert(step, "critical", self.distance, distance, (
-                    f"target encoder equals the online encoder ({self.distance} = {fmt(distance)} at step {step}): "
+        for metric in (self.distance, self.feature_distance):
+            distance = number(row, metric)
+            if distance is None or not math.isfinite(distance) or step < cfg.ema_stalled_warmup_steps:
+                continue
+            if self.gate.observe(metric, distance <= cfg.ema_stalled_max_distance, cfg.ema_stalled_patience):
+                alerts.append(self._alert(step, "critical", metric, distance, (
+                    f"target encoder equals the online encoder ({metric} = {fmt(distance)} at step {step}): "
                     "the EMA momentum is effectively 0, which collapses the representation. Check first the EMA "
                     "schedule (ema.start/ema.end near 0.996-1.0), that the update is target = m*target + (1-m)*online "
                     "and not a load_state_dict copy, and that the two encoders do not share parameters.")))
-        param_l2 = number(row, "ema/param_l2")
-        if param_l2 is not None and math.isfinite(param_l2):
-            if self.last_param_l2 is not None and param_l2 != self.last_param_l2:
-                self.param_moved = True
-            self.last_param_l2 = param_l2
+        for metric in self.online_moves:
+            value = number(row, metric)
+            if value is None or not math.isfinite(value):
+                continue
+            if metric in self.last_online and value != self.last_online[metric]:
+                self.online_moved = True
+            self.last_online[metric] = value
         present = {m: v for m in self.frozen_metrics if (v := number(row, m)) is not None and math.isfinite(v)}
         if not present or step < cfg.warmup_steps:
             return alerts
@@ -103,12 +110,12 @@ class EmaStalledRule(RuleBase):
             abs(present[m] - self.last_stats[m]) <= tolerance * abs(self.last_stats[m]) for m in compared)
         self.last_stats.update(present)
         if not unchanged:
-            self.param_moved = False
+            self.online_moved = False
         metric = next(iter(present))
-        if self.gate.observe("target/frozen", unchanged and self.param_moved, cfg.ema_frozen_patience):
+        if self.gate.observe("target/frozen", unchanged and self.online_moved, cfg.ema_frozen_patience):
             alerts.append(self._alert(step, "critical", metric, present[metric], (
                 f"target encoder is never updated: {', '.join(compared)} exactly unchanged at step {step} while "
-                "ema/param_l2 keeps changing. Check first that the EMA update runs after every optimizer step "
+                "the online encoder keeps moving. Check first that the EMA update runs after every optimizer step "
                 "(and is not skipped under gradient accumulation or a rank check), that it updates the same "
                 "module the target forward uses, and that ema_tau is below 1.")))
         return alerts

@@ -26,6 +26,7 @@ def _tiny() -> dict[str, dict[str, Any]]:
         "diagnostics": {
             "basic_every_steps": 10,
             "representation_every_steps": 10,
+            "fixed_batch_every_steps": 20,
             "covariance_every_steps": 20,
             "param_distance_every_steps": 20,
             "mask_check_every_steps": 10,

@@ -95,12 +95,13 @@ class RulesConfig:
     # collapses 20 steps earlier but left no margin over seed 7, 0.3 missed one.
     first_descent_fall: float = 0.22
     first_descent_recovery: float = 0.02
-    # ema_stalled: ema/relative_param_l2 stuck at exactly 0 (target copies online), or target statistics exactly
-    # frozen while ema/param_l2 keeps changing (target never updated)
+    # ema_stalled: ema/relative_param_l2 or ema/fixed_batch_distance at exactly 0 (target copies online), or target
+    # statistics exactly frozen while ema/param_l2 or ema/fixed_batch_distance keeps changing (target never updated)
     ema_stalled_warmup_steps: int = 1  # at step 0 the target is a copy of the online encoder by construction
     ema_stalled_max_distance: float = 0.0
     ema_stalled_patience: int = 1  # a distance of exactly 0 after step 0 is conclusive at once
-    # statistics of the target on a FIXED probe batch (param-distance cadence): bit-identical iff never updated
+    # statistics of the target on a FIXED probe batch (diagnostics.fixed_batch_every_steps): bit-identical iff never
+    # updated
     ema_frozen_metrics: str = "target/fixed_batch_std_mean,target/fixed_batch_norm_mean"
     # readings in a row with both statistics unchanged: 3 until round 6, where at a parameter-distance cadence of 100
     # a target frozen from the onset had two readings in the 200 steps the library trains past it (and at the

@@ -84,6 +84,10 @@ class EMAConfig:
 class DiagnosticsConfig:
     basic_every_steps: int = 20
     representation_every_steps: int = 20
+    # The target and the online encoder on one fixed probe batch of eight images (two small forwards): the
+    # noise-free signal the collapse and EMA rules lean on. It was read with the parameter distance (500 here) until
+    # the detection library's round 9: at 250, collapses that continued a first descent went unseen.
+    fixed_batch_every_steps: int = 20
     covariance_every_steps: int = 500
     param_distance_every_steps: int = 500
     mask_check_every_steps: int = 20

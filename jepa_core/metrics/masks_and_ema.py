@@ -1,6 +1,6 @@
-"""The diagnostics of the JEPA's own machinery (SPEC §6, the `mask_check` and `param_distance` groups): the sizes
-and overlap of the context and target masks, and the EMA target: its distance to the online encoder, and that it
-takes no gradients.
+"""The diagnostics of the JEPA's own machinery (SPEC §6, the `mask_check`, `param_distance` and `fixed_batch`
+groups): the sizes and overlap of the context and target masks, and the EMA target: its distance to the online
+encoder, in weights and in features, and that it takes no gradients.
 
 Two forms per metric, as `jepa_core.metrics.diagnostics` describes.
 """
@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from jepa_core.metrics.diagnostics import wide
 
-__all__ = ["mask_stats_tensors", "ema_distance_tensors", "target_grad_params"]
+__all__ = ["mask_stats_tensors", "ema_distance_tensors", "fixed_batch_distance_tensor", "target_grad_params"]
 
 
 @torch.no_grad()
@@ -76,6 +76,18 @@ def ema_distance_tensors(target: nn.Module, online: nn.Module) -> dict[str, Tens
     online_sq = torch.stack([wide(o).pow(2).sum() for _, o in pairs]).sum()
     dist = diff_sq.sqrt()
     return {"ema/param_l2": dist, "ema/relative_param_l2": dist / online_sq.sqrt().clamp_min(1e-12)}
+
+
+@torch.no_grad()
+def fixed_batch_distance_tensor(target_features: Tensor, online_features: Tensor) -> Tensor:
+    """|target - online| / |online| over the two encoders' features of the same images: exactly 0 when the target's
+    weights equal the online ones (the same forward on the same input), a function-space twin of
+    ``ema/relative_param_l2`` that is cheap enough to read as often as the fixed batch."""
+    if target_features.shape != online_features.shape:
+        raise ValueError(f"fixed_batch_distance: feature shapes differ, {tuple(target_features.shape)} vs "
+                         f"{tuple(online_features.shape)}")
+    t, o = wide(target_features), wide(online_features)
+    return (t - o).pow(2).sum().sqrt() / o.pow(2).sum().sqrt().clamp_min(1e-12)
 
 
 def target_grad_params(target: nn.Module) -> int:

@@ -19,7 +19,8 @@ from torch import Tensor, nn
 from jepa_core.common.seeds import diagnostic_generator, fixed_probe_generator
 from jepa_core.method.runtime import eta_seconds
 from jepa_core.metrics import registry
-from jepa_core.metrics.masks_and_ema import ema_distance_tensors, mask_stats_tensors, target_grad_params
+from jepa_core.metrics.masks_and_ema import (ema_distance_tensors, fixed_batch_distance_tensor, mask_stats_tensors,
+                                             target_grad_params)
 from jepa_core.metrics.representation import (
     cov_offdiag_abs_mean_tensor,
     effective_rank_tensor,
@@ -35,7 +36,7 @@ __all__ = ["MEASURE", "StepContext", "Metrics", "HookState", "GNS_BIG_KEY", "FIX
 
 _PRED_KEYS = tuple(m.name for m in registry.in_group("representation") if m.name.startswith("pred/"))  # §6 subset
 GNS_BIG_KEY = "_gns/big_sq_norm"  # read back with the other tensors, consumed, never logged
-FIXED_PROBE_IMAGES = 8  # images in the fixed probe batch of the param-distance group
+FIXED_PROBE_IMAGES = 8  # images in the fixed probe batch of the fixed_batch group
 
 
 def unwrap_jepa(model: Any) -> Any:
@@ -149,25 +150,27 @@ def _covariance(inst: HookState, ctx: StepContext) -> Metrics:
 
 def _param_distance(inst: HookState, ctx: StepContext) -> Metrics:
     m = unwrap_jepa(ctx.model)
-    metrics: Metrics = dict(ema_distance_tensors(m.target_encoder, m.context_encoder))
-    metrics.update(_fixed_batch_target_stats(inst, m.target_encoder))
-    return metrics
+    return dict(ema_distance_tensors(m.target_encoder, m.context_encoder))
 
 
 @torch.no_grad()
-def _fixed_batch_target_stats(inst: HookState, encoder: nn.Module) -> Metrics:
-    """Target statistics on one FIXED probe batch: the same input every time, so a target encoder that is never
-    updated gives bit-identical values (training-batch statistics change with the batch and cannot show that).
-    The probe is seeded noise of the encoder's input shape, so it needs no data and costs one small forward."""
+def _fixed_batch(inst: HookState, ctx: StepContext) -> Metrics:
+    """The target and the online encoder on one FIXED probe batch: the same input every time, so the target's
+    statistics carry no sampling noise (a slow fall stands out of its trend), a target encoder that is never updated
+    gives bit-identical values, and one that copies the online encoder gives exactly the online features (training-
+    batch statistics change with the batch and cannot show either). The probe is seeded noise of the encoder's
+    input shape: no data, two small forwards."""
+    m = unwrap_jepa(ctx.model)
+    target, online = m.target_encoder, m.context_encoder
     if inst._probe_images is None:
-        size, chans = encoder.img_size, encoder.patch_embed.in_channels
-        gen = fixed_probe_generator()
-        inst._probe_images = torch.randn(FIXED_PROBE_IMAGES, chans, size, size, generator=gen)
-    device = next(encoder.parameters()).device
-    tokens = encoder(inst._probe_images.to(device)).float()
-    rows = tokens.reshape(-1, tokens.shape[-1])
+        size, chans = target.img_size, target.patch_embed.in_channels
+        inst._probe_images = torch.randn(FIXED_PROBE_IMAGES, chans, size, size, generator=fixed_probe_generator())
+    images = inst._probe_images.to(next(target.parameters()).device)
+    target_tokens, online_tokens = target(images).float(), online(images).float()
+    rows = target_tokens.reshape(-1, target_tokens.shape[-1])
     return {"target/fixed_batch_std_mean": rows.std(dim=0, correction=0).mean(),
-            "target/fixed_batch_norm_mean": rows.norm(dim=1).mean()}
+            "target/fixed_batch_norm_mean": rows.norm(dim=1).mean(),
+            "ema/fixed_batch_distance": fixed_batch_distance_tensor(target_tokens, online_tokens)}
 
 
 def _mask_check(inst: HookState, ctx: StepContext) -> Metrics:
@@ -196,6 +199,6 @@ def _weights_health(inst: HookState, ctx: StepContext) -> Metrics:
 
 # The measuring function of each step group of the registry, by group name.
 MEASURE: dict[str, Callable[[HookState, StepContext], Metrics]] = {
-    "basic": _basic, "representation": _representation, "covariance": _covariance,
+    "basic": _basic, "representation": _representation, "fixed_batch": _fixed_batch, "covariance": _covariance,
     "param_distance": _param_distance, "mask_check": _mask_check, "weights_health": _weights_health,
 }

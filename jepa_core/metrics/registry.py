@@ -45,6 +45,7 @@ class Group:
 GROUPS: tuple[Group, ...] = (
     Group("basic", "basic_every_steps", STEP_HOOK),
     Group("representation", "representation_every_steps", STEP_HOOK),
+    Group("fixed_batch", "fixed_batch_every_steps", STEP_HOOK),
     Group("covariance", "covariance_every_steps", STEP_HOOK),
     Group("param_distance", "param_distance_every_steps", STEP_HOOK),
     Group("mask_check", "mask_check_every_steps", STEP_HOOK),
@@ -130,11 +131,11 @@ METRICS: tuple[Metric, ...] = (
     _m("target/effective_rank", "covariance", _panel(_TARGET), _signal("rank", 0), _doctor(4), read_by=_RANK),
     _m("target/token_effective_rank", "covariance", _panel(_TARGET), _signal("rank", 1), _doctor(5), read_by=_RANK),
     _m("target/cov_offdiag_abs_mean", "covariance", _panel(_TARGET)),
-    # The target on one fixed probe batch: read by the rules (a never-updated target gives identical values), not
-    # charted.
-    _m("target/fixed_batch_std_mean", "param_distance",
+    # The target on one fixed probe batch: read by the rules (no sampling noise; a never-updated target gives
+    # identical values), not charted.
+    _m("target/fixed_batch_std_mean", "fixed_batch",
        read_by=("variance_collapse", "steady_collapse", "ema_stalled", "false_comfort")),
-    _m("target/fixed_batch_norm_mean", "param_distance", read_by=("ema_stalled",)),
+    _m("target/fixed_batch_norm_mean", "fixed_batch", read_by=("ema_stalled",)),
     _m("pred/norm_mean", "representation", _panel(_PRED_REP)),
     _m("pred/std_mean", "representation", _panel(_PRED_REP)),
     _m("pred/dead_dim_fraction", "representation", _panel(_PRED_REP), _signal("dead", 1)),
@@ -148,6 +149,9 @@ METRICS: tuple[Metric, ...] = (
     _m("ema/param_l2", "param_distance", _panel(_EMA), read_by=("ema_stalled",)),
     _m("ema/relative_param_l2", "param_distance", _panel(_EMA), _signal("ema", 0), _doctor(8),
        read_by=("ema_stalled", "ema_runaway")),
+    # The target's features against the online encoder's on the same probe batch: exactly 0 when the target is a
+    # copy of the online encoder; it keeps changing while the online encoder trains, whatever the target does.
+    _m("ema/fixed_batch_distance", "fixed_batch", _panel(_EMA), read_by=("ema_stalled",)),
     _m("ema/target_grad_params", "mask_check", _panel(_EMA), _signal("leak", 1), read_by=("target_gradients",)),
     _m("health/grad_cosine_prev", "weights_health", _panel(_HEALTH),
        when="when the previous step's gradient was kept (not at the first step)"),
