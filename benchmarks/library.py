@@ -352,18 +352,21 @@ def _thin_value(key: str, value):
 
 
 def read_keys() -> frozenset[str]:
-    """Every metric the detection benchmark reads of a stream: the rules' (default config) and the labels'."""
+    """Every metric the detection benchmark reads of a stream (the rules', under the default config, and the labels')
+    and the key metrics of `jepa doctor`'s table."""
     from jepa_core.alerts.rules import build_rules  # noqa: PLC0415 (keeps --list free of torch)
     from jepa_core.config import RulesConfig  # noqa: PLC0415
+    from jepa_core.metrics import registry  # noqa: PLC0415
 
-    return frozenset(LABEL_KEYS.union(*(rule.watches for rule in build_rules(RulesConfig()))))
+    watched = LABEL_KEYS.union(*(rule.watches for rule in build_rules(RulesConfig())))
+    return frozenset(watched | set(registry.shown_in("doctor")))
 
 
 def thin_rows(rows: list[dict], onset: int | None, keys: frozenset[str]) -> list[dict]:
     """A case's metric rows as the library keeps them: no run-time noise, six digits, and for a fault run, up to its
-    onset, only the metrics the benchmark reads (`keys`) and the run facts. Up to the onset a fault run is its
-    healthy run bit for bit, and the library holds that one whole: the fault run's record stays one stream that
-    `jepa doctor` reads alone and the rules judge exactly as the whole one, at half the size."""
+    onset, only the metrics the benchmark and doctor read (`keys`) and the run facts. Up to the onset a fault run is
+    its healthy run bit for bit, and the library holds that one whole: the fault run's record stays one stream that
+    `jepa doctor` reads alone and the rules judge exactly as the whole one, at about half the size."""
     kept = []
     for row in rows:
         if "event" in row:
