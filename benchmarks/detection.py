@@ -16,10 +16,9 @@ it was switched on. Harmful, from the first reading after the onset at which one
 - a structural invariant of the method is broken: a target patch in the context (`mask/overlap_fraction` > 0), a
   target parameter that trains (`ema/target_grad_params` > 0), a target that is a copy of the online encoder
   (`ema/relative_param_l2`, or since round 9 the features' `ema/fixed_batch_distance`, exactly 0 at one reading) or
-  one never updated (its statistics on a fixed batch,
-  `target/fixed_batch_std_mean`, identical for INVARIANT_READINGS readings while those of the run without the fault
-  changed between the same readings). These are logged facts about a broken method, harmful whatever the
-  evaluation does in the run's remaining steps.
+  one never updated (its statistics on a fixed batch, `target/fixed_batch_std_mean`, identical for
+  INVARIANT_READINGS readings while those of the run without the fault changed between the same readings). These
+  are logged facts about a broken method, harmful whatever the evaluation does in the run's remaining steps.
 
 The two tests against the run without the fault (collapse, frozen) do not apply to a healthy run itself. Until
 round 4 the frozen test compared a run only with itself, and called the last readings of tiny seed 7, where a
@@ -122,10 +121,11 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
             return step, "mask overlap"
         if after and (_value(row, "ema/target_grad_params") or 0.0) > 0:
             return step, "target trains"
-        # A distance of exactly 0 is conclusive at one reading (the target's weights equal the online ones to the
-        # last bit); "frozen" compares six-digit readings, so it needs INVARIANT_READINGS of them. Two distance
-        # readings asked for 1000 steps at the default cadence of 500 (round 5: a target copying online from step
-        # 900 of 1200 was called benign, and the alert on it a false alarm).
+        # A distance of exactly 0 is conclusive at one reading (the target's weights, or its features, equal the
+        # online ones to the last bit); "frozen" compares readings kept to six digits before round 9, so it needs
+        # INVARIANT_READINGS of them. Two distance readings asked for 1000 steps at the default cadence of 500
+        # (round 5: a target copying online from step 900 of 1200 was called benign, and the alert on it a false
+        # alarm).
         if after and 0.0 in (_value(row, "ema/relative_param_l2"), _value(row, "ema/fixed_batch_distance")):
             return step, "target copies online"
         fixed = _value(row, "target/fixed_batch_std_mean")
