@@ -70,17 +70,23 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 # 9. `batch32_fb` (all seeds): batch32 with the fixed probe batch at its own cadence (20 steps), which until then
 #    was read with the parameter distance (every 250 steps on batch32), and the target's feature distance to the
 #    online encoder on it; recorded to study round 8's misses: tuning data from the start.
-# 10. the test split now: the never-tuned `defaults` setting (all seeds), seeds 19-20 of batch32_fb (healthy and a
-#    grid) and of quick and holdout (healthy only), recorded after the rules were frozen.
+# 10. the never-tuned `defaults` setting (all seeds), seeds 19-20 of batch32_fb (healthy and a grid) and of quick and
+#    holdout (healthy only), recorded after the rules were frozen (2e0328f) and reported as the test split
+#    (55d39a6): every target met. Its one healthy warning and the tuning split's copied target on `mse` that tied
+#    with the loss were then studied for the gradient-spike factor (10 -> 6): tuning data since.
+# 11. the test split now: the never-tuned `smalldata` setting (all seeds), seeds 21-22 of mse (healthy and a grid)
+#    and of quick and calib (healthy only), recorded after the rules were frozen.
 # New seeds of earlier settings, per round:
-ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20)}
+ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
+               11: (21, 22)}
 ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny", "wide"),
                        5: ("tiny", "momentum"), 6: ("sparse",), 7: ("blocks",),
-                       8: ("batch32",), 10: ("batch32_fb",)}  # ... each grid cell once
+                       8: ("batch32",), 10: ("batch32_fb",), 11: ("mse",)}  # ... each grid cell once
 ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           6: ("quick", "calib"), 7: ("quick", "calib"),
-                          8: ("quick", "momentum"), 10: ("quick", "holdout")}  # ... healthy runs only
-TEST_ROUND = 10
+                          8: ("quick", "momentum"), 10: ("quick", "holdout"),
+                          11: ("quick", "calib")}  # ... healthy runs only
+TEST_ROUND = 11
 
 # Every library run: one thread (jobs run side by side), no tensorboard, no PNGs, every checkpoint kept to branch from.
 RUN_OVERRIDES = ("runtime.num_threads=1", "runtime.device='cpu'", "logging.tensorboard=false",
@@ -212,6 +218,21 @@ SETTINGS = (
             # onsets at a sixth, five twelfths and five sixths of the schedule, and magnitudes between and beyond
             # the grid's (collapse 0.3/1/3, lr x3/x10/x1000/x1e6, leak 2%/50%): none was ever tuned on
             magnitudes=(("collapse", (0.5, 2.0)), ("lr_blowup", (5.0, 30.0, 3000.0, 1e5)), ("mask_leak", (0.1,)))),
+    # Never tuned on: a user's own small dataset (4,096 training images, 64 steps an epoch, so about eight passes),
+    # with the weight decay raised to 0.1 against overfitting, lr 7e-4 after a short warm-up of 50, 500 steps, and
+    # cadences no other setting used (representation 15, covariance, parameter distance and weights health 75, the
+    # fixed batch at its default 20). Onsets at a quarter, half and three quarters, each trained 125 steps on.
+    Setting("smalldata", ("data.num_train=4096", "data.num_heldout=2048", "optim.weight_decay=0.1",
+                          "optim.final_weight_decay=0.1", "optim.lr=7e-4", "optim.warmup_steps=50",
+                          "optim.steps=500", "diagnostics.representation_every_steps=15",
+                          "diagnostics.covariance_every_steps=75", "diagnostics.param_distance_every_steps=75",
+                          "diagnostics.weights_health_every_steps=75", "diagnostics.eval_every_steps=50",
+                          "logging.checkpoint_every_steps=125"),
+            500, (125, 250, 375), 125, "tiny on 4,096 images (about eight epochs), weight decay 0.1, lr 7e-4, "
+            "warm-up 50, cadences 10/15/75, 500 steps (never tuned on)", round=11,
+            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
+            magnitudes=(("collapse", (0.6, 1.5, 5.0)), ("lr_blowup", (4.0, 20.0, 300.0, 1e6)),
+                        ("mask_leak", (0.05,)))),
 )
 SETTING = {s.name: s for s in SETTINGS}
 

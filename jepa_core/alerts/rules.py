@@ -191,7 +191,7 @@ class DivergenceRule(RuleBase):
             if value is None or not math.isfinite(value):
                 continue
             # One reading far above the running level: on the detection library's healthy runs the largest was
-            # 3.3x; a collapse term or a target swap shows at once as a 10-15x jump in the gradient.
+            # 4.3x; a collapse term or a target swap shows at once as a 7-15x jump in the gradient.
             spike = (metric == "grad_norm" and shift.baseline.count >= cfg.min_readings
                      and value > cfg.divergence_grad_spike_factor * shift.baseline_value)
             climbing = shift.update(value)
