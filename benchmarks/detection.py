@@ -4,7 +4,9 @@ The library (data/library/, trained by `benchmarks/library.py --train`) holds he
 and fault runs over a grid of magnitudes x onsets. Each fault run is labelled by what the fault did, not by whether
 it was switched on. Harmful, from the first reading after the onset at which one of these holds:
 
-- evaluation falls: kNN accuracy or linear-probe accuracy EVAL_MARGIN or more below its best so far in the run;
+- evaluation falls: kNN accuracy or linear-probe accuracy EVAL_MARGIN or more below its best so far in the run and,
+  since round 11, EVAL_COUNTERFACTUAL_MARGIN or more below what the run without the fault reads at the same step (a
+  fall the healthy run makes too is not the fault's doing);
 - the representation collapses: the target's pooled effective rank (RankMe over per-image features,
   `target/effective_rank`) or its per-dimension std (`target/std_mean`) below COLLAPSE_FRACTION of what the healthy
   run of the same setting and seed reads at the same step, for COLLAPSE_READINGS readings in a row. The healthy run
@@ -20,7 +22,7 @@ it was switched on. Harmful, from the first reading after the onset at which one
   INVARIANT_READINGS readings while those of the run without the fault changed between the same readings). These
   are logged facts about a broken method, harmful whatever the evaluation does in the run's remaining steps.
 
-The two tests against the run without the fault (collapse, frozen) do not apply to a healthy run itself. Until
+The three tests against the run without the fault (collapse, frozen, the evaluation's counterfactual) do not apply to a healthy run itself. Until
 round 4 the frozen test compared a run only with itself, and called the last readings of tiny seed 7, where a
 healthy target moved by less than the library's six digits, frozen: a label fixed after round 3 was read. Until
 round 6 the copy test also asked for INVARIANT_READINGS readings, which at a parameter-distance cadence of 500 took
@@ -67,9 +69,15 @@ from jepa_core.alerts.engine import evaluate_rows  # noqa: E402
 # runs on 9 settings; next 3.9 for the probe, tiny seed 8). One reading on 2048 held-out images carries about one
 # point of noise, and a running best is biased up by it, so the margin is the healthy maximum plus that point.
 EVAL_MARGIN = 0.05
+# ... and the fall must leave the run without the fault behind: round 11's `smalldata` (kNN near chance, 0.19-0.27 on
+# six classes) called a collapse of weight 0.6 harmful at step 300, 50 steps after its onset, where it read 5.2 points
+# below its best and its healthy run 4.2 (1.0 apart; 2.3 above it at the next reading). Two points: twice one
+# reading's noise. Of the three other evaluation labels of rounds 1-11 (lr x1000), none moves.
+EVAL_COUNTERFACTUAL_MARGIN = 0.02
 # The evaluation baseline keeps the 4 points it always had: a watcher who alarms on a smaller fall is earlier, so
 # leads over it are not lengthened by the label's margin.
 EVAL_BASELINE_MARGIN = 0.04
+EVAL_KEYS = ("knn/accuracy", "linear_probe/val_acc")
 COLLAPSE_FRACTION = 0.5  # rank or std halved against the run without the fault (a round number, set before judging)
 COLLAPSE_READINGS = 2
 COLLAPSE_KEYS = ("target/effective_rank", "target/std_mean")
@@ -110,6 +118,7 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
     last_fixed: float | None = None
     last_fixed_step: int | None = None
     fixed_reference = _readings(healthy, "target/fixed_batch_std_mean") if healthy is not None else {}
+    eval_reference = {key: _readings(healthy, key) for key in EVAL_KEYS} if healthy is not None else None
     for row in rows:
         step = row["step"]
         after = step > onset
@@ -139,11 +148,13 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
             last_fixed, last_fixed_step = fixed, step
         if frozen >= INVARIANT_READINGS:
             return step, "target frozen"
-        for key in ("knn/accuracy", "linear_probe/val_acc"):
+        for key in EVAL_KEYS:
             v = _value(row, key)
             if v is None or not math.isfinite(v):
                 continue
-            if after and key in best and v <= best[key] - EVAL_MARGIN:
+            ref = None if eval_reference is None else eval_reference[key].get(step)
+            below_healthy = ref is None or v <= ref - EVAL_COUNTERFACTUAL_MARGIN
+            if after and key in best and v <= best[key] - EVAL_MARGIN and below_healthy:
                 return step, f"{key} fell"
             best[key] = max(best.get(key, v), v)
         if reference is None or not after:
