@@ -305,9 +305,12 @@ def summary(judgements: list[Judgement]) -> tuple[list[str], list[str]]:
     mislabelled = [j for j in healthy if j.harmful]
     loss_leads = [x for j in caught if (x := j.lead(j.loss_step)) is not None]
     eval_leads = [x for j in caught if (x := j.lead(j.eval_step)) is not None]
+    harm_leads = [x for j in caught if (x := j.lead(j.harm_step)) is not None]
     lines = [
         f"healthy runs {len(healthy)}, fault runs {len(faults)} ({len(harmful)} harmful, {len(benign)} benign)",
         f"harmful faults caught                 {len(caught)}/{len(harmful)}",
+        f"  caught at or before its harm step   {sum(x >= 0 for x in harm_leads)}/{len(harmful)} (lead over harm "
+        f"{_lead_text(harm_leads)})",
         f"  caught before the loss-only baseline {len(before_loss)}/{len(sharp)} (blunt faults, which the loss "
         f"shows at its first reading after the onset, excluded: {len(harmful) - len(sharp)})",
         f"  caught before the evaluation baseline {len(before_eval)}/{len(sharp)}",

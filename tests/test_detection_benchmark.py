@@ -276,6 +276,15 @@ def test_targets(case, missed):
     assert len(failures) == missed, failures
 
 
+def test_the_lead_over_harm_is_reported_not_judged():
+    # An alert after the harm step still counts as caught (the targets are about the baselines), but the
+    # report says how many came at or before harm and the worst lag.
+    early, late = (judgement("collapse", [alert(step)], 180, "rank collapsed") for step in (150, 220))
+    lines, failures = DETECTION.summary([early, late])
+    assert failures == []
+    assert "  caught at or before its harm step   1/2 (lead over harm median -5, worst -40)" in lines
+
+
 def test_warnings_on_healthy_runs_are_limited_to_one_in_ten():
     quiet = [judgement(None, []) for _ in range(9)]
     assert DETECTION.summary([*quiet, judgement(None, [alert(50)])])[1] == []
