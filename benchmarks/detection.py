@@ -22,9 +22,10 @@ it was switched on. Harmful, from the first reading after the onset at which one
   INVARIANT_READINGS readings while those of the run without the fault changed between the same readings). These
   are logged facts about a broken method, harmful whatever the evaluation does in the run's remaining steps.
 
-The three tests against the run without the fault (collapse, frozen, the evaluation's counterfactual) do not apply to a healthy run itself. Until
-round 4 the frozen test compared a run only with itself, and called the last readings of tiny seed 7, where a
-healthy target moved by less than the library's six digits, frozen: a label fixed after round 3 was read. Until
+The three tests against the run without the fault (collapse, frozen, the evaluation's counterfactual) do not apply
+to a healthy run itself. Until round 4 the frozen test compared a run only with itself, and called the last readings
+of tiny seed 7, where a healthy target moved by less than the library's six digits, frozen: a label fixed after
+round 3 was read. Until
 round 6 the copy test also asked for INVARIANT_READINGS readings, which at a parameter-distance cadence of 500 took
 1000 steps: a label fixed after round 5 was read (the one case it changed is named in benchmarks/library.py).
 
@@ -114,11 +115,11 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
     best: dict[str, float] = {}
     frozen = 0
     low = dict.fromkeys(COLLAPSE_KEYS, 0)
-    reference = {key: _readings(healthy, key) for key in COLLAPSE_KEYS} if healthy is not None else None
+    reference = ({key: _readings(healthy, key) for key in (*COLLAPSE_KEYS, *EVAL_KEYS)}
+                 if healthy is not None else None)
     last_fixed: float | None = None
     last_fixed_step: int | None = None
     fixed_reference = _readings(healthy, "target/fixed_batch_std_mean") if healthy is not None else {}
-    eval_reference = {key: _readings(healthy, key) for key in EVAL_KEYS} if healthy is not None else None
     for row in rows:
         step = row["step"]
         after = step > onset
@@ -152,7 +153,7 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
             v = _value(row, key)
             if v is None or not math.isfinite(v):
                 continue
-            ref = None if eval_reference is None else eval_reference[key].get(step)
+            ref = None if reference is None else reference[key].get(step)
             below_healthy = ref is None or v <= ref - EVAL_COUNTERFACTUAL_MARGIN
             if after and key in best and v <= best[key] - EVAL_MARGIN and below_healthy:
                 return step, f"{key} fell"
