@@ -11,6 +11,7 @@ import pytest
 from jepa_core.alerts.detectors import (EpisodeGate, FallFromStable, FirstDescent, OneSidedCusum, RobustBaseline,
                                         TrendBreak)
 from jepa_core.alerts.base import Alert, Rule
+from jepa_core.alerts.collapse import FirstDescentGate
 from jepa_core.alerts.engine import RuleEngine, build_rules, evaluate_rows
 from jepa_core.config import RulesConfig
 
@@ -215,7 +216,45 @@ def test_a_collapse_inside_the_first_descent_fires_once_deeper_than_healthy_ones
     peak = max(v for step, v in fixed.items() if step <= alert.step)
     latest = fixed[max(step for step in fixed if step <= alert.step)]
     assert alert.severity == "warning" and 1 - latest / peak >= RulesConfig().first_descent_fall
-    assert alert.step - 10 <= next(step for step, v in sorted(fixed.items()) if step > 200 and v <= 0.78 * peak)
+    deep_enough = 1 - RulesConfig().first_descent_fall
+    assert alert.step - 10 <= next(step for step, v in sorted(fixed.items()) if step > 200 and v <= deep_enough * peak)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_collapse_inside_a_long_shallow_descent_fires_once_the_descent_outlasts_healthy_ones(seed: int) -> None:
+    # The shape of tiny seed 2's collapse from step 800 (round 1): the fixed-batch spread drifts down 12% over 600
+    # steps and never recovers, and a collapse of the per-batch spread sets in late in that descent. Held by depth
+    # alone it never fires (the descent stays shallower than first_descent_fall); the bound ends the hold
+    # first_descent_max_steps after the descent's peak.
+    def long_descent_then_collapse(step: int, row: dict) -> None:
+        first_descent(0.12, 100, 600, then=-0.01)(step, row)
+        if step >= 700 and "target/std_mean" in row:
+            row["target/std_mean"] *= 0.5 ** ((step - 700) / 30)
+
+    rows = synthetic_run(seed, steps=800, mutate=long_descent_then_collapse)
+    unbounded = RulesConfig(first_descent_max_steps=0)
+    assert alerts_of(rows, "variance_collapse", unbounded) == []
+    bounded = alerts_of(rows, "variance_collapse")
+    assert len(bounded) == 1 and 700 < bounded[0].step <= 760 and bounded[0].metric == "target/std_mean"
+
+
+def test_the_first_descent_gate_opens_max_steps_after_the_descents_peak() -> None:
+    gate = FirstDescentGate(RulesConfig(first_descent_fall=0.3, first_descent_max_steps=200))
+    values = {0: 1.0, 50: 1.01, 100: 0.95, 150: 0.9, 200: 0.88, 250: 0.87, 300: 0.86}
+    opened = {}
+    for step, value in values.items():
+        gate.observe({"step": step, "target/fixed_batch_std_mean": value})
+        opened[step] = gate.open
+    # begun (2% below the peak of step 50) at 100; held while < 30% deep and <= 200 steps past that peak (250 is
+    # exactly 200 past it: held; counted from the first reading, it would be open)
+    assert opened == {0: True, 50: True, 100: False, 150: False, 200: False, 250: False, 300: True}
+    gate.observe({"step": 260})  # a row without the metric still moves the clock
+    assert gate.step == 260
+    # no bound (0): held for as long as the descent lasts
+    unbounded = FirstDescentGate(RulesConfig(first_descent_fall=0.3, first_descent_max_steps=0))
+    for step, value in values.items():
+        unbounded.observe({"step": step, "target/fixed_batch_std_mean": value})
+    assert not unbounded.open
 
 
 def test_after_the_first_descent_a_fall_is_judged_as_before() -> None:

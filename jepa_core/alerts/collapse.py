@@ -45,26 +45,40 @@ class Trend:
 
 class FirstDescentGate:
     """Holds a fall warning while the target's spread on the fixed probe batch is in its first descent (begun, not
-    yet recovered) and less than `rules.first_descent_fall` below its peak. Healthy runs fall up to ~20% there while
-    their features reorganise; a collapse that starts inside the descent goes on past that depth. Before the descent
-    begins, after it ends, and without the metric in the stream, the gate is open."""
+    yet recovered), less than `rules.first_descent_fall` below its peak and at most
+    `rules.first_descent_max_steps` past it. Healthy runs fall up to ~30% there while their features reorganise,
+    and recover within a few hundred steps; a collapse that starts inside the descent goes on past that depth, or
+    keeps the descent from ending. Before the descent begins, after it ends, and without the metric in the stream,
+    the gate is open."""
 
     metric = "target/fixed_batch_std_mean"
 
     def __init__(self, cfg: RulesConfig) -> None:
         self.fall = cfg.first_descent_fall
+        self.max_steps = cfg.first_descent_max_steps
         self.descent = FirstDescent(cfg.first_descent_recovery)
+        self.step: int | None = None  # the latest row's step
+        self.peak_step: int | None = None  # the step of the descent's peak reading
 
     def observe(self, row: dict) -> bool:
         """Learn from a row; True at the reading that ends the first descent: a fall held until then is over, and
         the rule forgets it (or it would fire on the way back up)."""
+        self.step = row["step"]
         value = number(row, self.metric)
-        ended = value is not None and math.isfinite(value) and value > 0 and self.descent.update(value)
+        if value is None or not math.isfinite(value) or value <= 0:
+            return False
+        ended = self.descent.update(value)
+        if not self.descent.over and self.descent.peak == value:
+            self.peak_step = self.step
         return ended and self.fall > 0  # with the hold off (0) nothing was held, and nothing is forgotten
 
     @property
     def open(self) -> bool:
-        return not self.descent.begun or self.descent.over or self.descent.depth >= self.fall
+        if not self.descent.begun or self.descent.over or self.descent.depth >= self.fall:
+            return True
+        # A descent held for longer than healthy ones last is no longer one to wait out (0: no bound).
+        return (self.max_steps > 0 and self.step is not None and self.peak_step is not None
+                and self.step - self.peak_step > self.max_steps)
 
 
 class TrendRule(RuleBase):
