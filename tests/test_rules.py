@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from jepa_core.alerts.detectors import (EpisodeGate, FallFromStable, FirstDescent, OneSidedCusum, RobustBaseline,
+from jepa_core.alerts.detectors import (EpisodeGate, FallFromStable, FallOverWindow, FirstDescent, OneSidedCusum, RobustBaseline,
                                         TrendBreak)
 from jepa_core.alerts.base import Alert, Rule
 from jepa_core.alerts.collapse import FirstDescentGate
@@ -185,6 +185,35 @@ def test_steady_collapse_is_silent_on_a_slow_drift_and_on_a_dip_before_the_signa
     assert alerts_of(synthetic_run(5, mutate=early_dip), "steady_collapse") == []
 
 
+def early_descent(collapse: bool) -> Mutator:
+    """The per-batch spread falls from the first settled reading on, 60% by step 320 (a healthy run's early
+    descent, as fast as `quick`'s, up to 40% in 100 steps), then levels off; with `collapse` it keeps falling from
+    step 250 at 40% per 100 steps, never resting (the shape of `batch32`'s collapse of rounds 7-8)."""
+    def mutate(step: int, row: dict) -> None:
+        if "target/std_mean" not in row:
+            return
+        x = min(max(step - 60, 0), 260) / 260
+        log_fall = 0.9 * (0.5 - 0.5 * math.cos(math.pi * x))
+        if collapse and step > 250:
+            log_fall = 0.9 * (0.5 - 0.5 * math.cos(math.pi * 190 / 260)) + 0.5 * (step - 250) / 100
+        row["target/std_mean"] *= math.exp(-log_fall)
+    return mutate
+
+
+def test_a_collapse_that_continues_the_early_descent_is_caught_by_its_pace_past_the_early_phase() -> None:
+    # No fixed batch to speak of (read every 500 steps) and a spread that never rests: neither the trend nor a fall
+    # from where it rested can tell this collapse from the healthy descent it continues; its pace past step 360 can.
+    collapsing = synthetic_run(1, steps=600, mutate=lambda s, r: (early_descent(True)(s, r), sparse_cadence(s, r)))
+    alert = single_alert(collapsing, "steady_collapse", 360, 380)
+    assert alert.metric == "target/std_mean" and "100 steps earlier" in alert.message
+    assert "past the first 360 steps" in alert.message
+    assert alerts_of(collapsing, "steady_collapse", RulesConfig(steady_late_fall=0.0)) == []
+    # the healthy descent is as fast before step 360, and silent
+    healthy = synthetic_run(1, steps=600, mutate=lambda s, r: (early_descent(False)(s, r), sparse_cadence(s, r)))
+    assert alerts_of(healthy, "steady_collapse") == []
+    assert alerts_of(healthy, "steady_collapse", RulesConfig(steady_late_after_steps=100))  # judged from step 100
+
+
 def first_descent(depth: float, start: int, length: int, then: float = 0.1) -> Mutator:
     """The target's spread falls `depth` (fixed batch; the per-batch std twice as much, in log) over `length` steps
     from `start`, as every healthy run's does early on, then moves by `then` per 100 steps (> 0: it recovers)."""
@@ -310,7 +339,8 @@ def test_at_the_default_cadences_a_steady_collapse_shows_in_the_per_batch_spread
     assert alert.metric == "target/std_mean" and "its level at step" in alert.message
     spread = {r["step"]: r["target/std_mean"] for r in rows if "target/std_mean" in r}
     assert spread[alert.step] <= (1 - RulesConfig().steady_batch_fall) * max(spread[s] for s in range(150, 205, 5))
-    assert alerts_of(rows, "steady_collapse", RulesConfig(steady_batch_fall=0.0)) == []  # the fixed batch alone
+    fixed_batch_alone = RulesConfig(steady_batch_fall=0.0, steady_late_fall=0.0)
+    assert alerts_of(rows, "steady_collapse", fixed_batch_alone) == []
     assert evaluate_rows(synthetic_run(seed, steps=400, mutate=sparse_cadence)) == []  # healthy at that cadence
 
 
@@ -403,6 +433,22 @@ def test_first_descent_begins_past_noise_deepens_and_ends_for_good_on_a_recovery
     assert descent.update(0.817)  # 2.1% above the low: the descent ends here ...
     assert descent.over and descent.depth == 0.0
     assert not descent.update(0.5) and descent.depth == 0.0  # ... for good
+
+
+def test_fall_over_window_compares_a_reading_with_the_one_a_window_earlier() -> None:
+    fall = FallOverWindow(window_steps=100, fall=0.3)
+    assert not fall.update(0, 1.0) and fall.reference is None
+    assert not fall.update(50, 0.5) and fall.reference is None  # 50 steps of history: nothing to compare yet
+    assert fall.update(100, 0.65) and (fall.reference, fall.reference_step) == (1.0, 0)  # 35% below step 0
+    assert not fall.update(150, 0.4) and fall.reference_step == 50  # 20% below step 50's 0.5
+    # at a cadence of 30 the reference is the reading 120 steps back (the latest at least 100 old)
+    every_30 = FallOverWindow(window_steps=100, fall=0.3)
+    assert not any(every_30.update(step, 1.0 - 0.003 * step) for step in (0, 30, 60, 90))
+    assert every_30.update(120, 0.64) and every_30.reference_step == 0  # 36% below step 0's 1.0
+    assert not every_30.update(150, 0.64) and every_30.reference_step == 30  # 29.7% below step 30's 0.91
+    for step in range(180, 3000, 30):
+        every_30.update(step, 0.64)
+    assert len(every_30.recent) == 5 and every_30.reference_step == 2970 - 120  # memory: the last window's readings
 
 
 def test_fall_from_stable_follows_a_slow_drift_and_holds_its_reference_during_a_fall() -> None:
@@ -695,6 +741,8 @@ def test_config_is_plain_data() -> None:
     ("non_finite_metrics", " , ", "rules.non_finite_metrics: needs at least one"),
     ("steady_fall", 1.0, r"rules.steady_fall: must be in \(0, 1\)"),
     ("steady_batch_fall", 1.0, r"rules.steady_batch_fall: must be in \[0, 1\)"),
+    ("steady_late_fall", 1.0, r"rules.steady_late_fall: must be in \[0, 1\)"),
+    ("steady_late_window_steps", 0, "rules.steady_late_window_steps: must be positive"),
     ("fixed_batch_trend_innovations", 0, "rules.fixed_batch_trend_innovations: must be at least 1"),
     ("divergence_grad_norm_threshold", -1.0, "rules.divergence_grad_norm_threshold: must be >= 0"),
     ("divergence_spread_break", -1.0, "rules.divergence_spread_break: must be >= 0"),

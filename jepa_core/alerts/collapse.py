@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from jepa_core.alerts.base import Alert, RuleBase, fmt, number
-from jepa_core.alerts.detectors import FallFromStable, FirstDescent, TrendBreak
+from jepa_core.alerts.detectors import FallFromStable, FallOverWindow, FirstDescent, TrendBreak
 from jepa_core.config.rules import RulesConfig
 
 
@@ -157,11 +157,17 @@ class VarianceCollapseRule(TrendRule):
 
 
 class SteadyCollapseRule(RuleBase):
-    """The target's spread fallen well below where it last rested (`FallFromStable`): a collapse that sets in slowly
-    and steadily, which a trend learns as a new pace. Two spreads are watched, each against its own level: the one
-    on the fixed probe batch (no sampling noise, so a small fall is already telling) and the per-batch one, which
-    is read every few steps at any cadence (the fixed batch is read with the parameter distance, every 500 steps
-    at the defaults, too rarely to see a collapse that does its harm within 200)."""
+    """The target's spread fallen well below a level it held: a collapse that sets in slowly and steadily, which a
+    trend learns as a new pace. Two references, each judged on its own:
+
+    - where the spread last rested (`FallFromStable`), for both spreads: the one on the fixed probe batch (no
+      sampling noise, so a small fall is already telling) and the per-batch one, which is read every few steps at
+      any cadence (the fixed batch may be read every few hundred steps, too rarely to see a collapse that does its
+      harm within 200);
+    - where the per-batch spread was `steady_late_window_steps` earlier (`FallOverWindow`), once the run is past its
+      first `steady_late_after_steps` steps: a collapse that continues the early descent never rests, and after that
+      early phase no healthy run's spread falls that fast.
+    """
 
     name = "steady_collapse"
     fixed_metric = "target/fixed_batch_std_mean"
@@ -171,8 +177,12 @@ class SteadyCollapseRule(RuleBase):
         super().__init__(cfg)
         falls = {self.fixed_metric: cfg.steady_fall, self.batch_metric: cfg.steady_batch_fall}
         self.falls = {metric: fall for metric, fall in falls.items() if fall > 0}  # 0 turns a track off
-        self.watches = frozenset(self.falls)
         self.tracks = {metric: self._track(metric) for metric in self.falls}
+        self.late = (FallOverWindow(cfg.steady_late_window_steps, cfg.steady_late_fall)
+                     if cfg.steady_late_fall > 0 else None)
+        self.metrics = tuple(m for m in (self.fixed_metric, self.batch_metric)
+                             if m in self.falls or (m == self.batch_metric and self.late is not None))
+        self.watches = frozenset(self.metrics)
         self.first_descent = FirstDescentGate(cfg)
 
     def _track(self, metric: str) -> FallFromStable:
@@ -188,22 +198,34 @@ class SteadyCollapseRule(RuleBase):
             value = self._settled_reading(row, self.fixed_metric)
             if self.fixed_metric in self.tracks and value is not None and value > 0:
                 self.tracks[self.fixed_metric].reference, self.tracks[self.fixed_metric].reference_step = value, step
-        for metric, fall in self.tracks.items():
+        for metric in self.metrics:
             value = self._settled_reading(row, metric)
             if value is None or value <= 0:
                 continue
+            fallen: tuple[float, int, bool] | None = None  # (reference, its step, whether it is where it rested)
+            track = self.tracks.get(metric)
+            if track is not None and track.update(step, value):
+                fallen = (track.reference or value, track.reference_step or step, True)
+            if metric == self.batch_metric and self.late is not None:
+                late = self.late.update(step, value) and step >= self.cfg.steady_late_after_steps
+                if late and fallen is None:
+                    fallen = (self.late.reference or value, self.late.reference_step or step, False)
             # The per-batch spread is sampled: one low batch is not a fall, two readings in a row are.
             patience = 2 if metric == self.batch_metric else 1
-            if self.gate.observe(metric, fall.update(step, value) and self.first_descent.open, patience):
-                alerts.append(self._alert(step, "warning", metric, value, self.message(metric, value, step, fall)))
+            if self.gate.observe(metric, fallen is not None and self.first_descent.open, patience):
+                assert fallen is not None
+                alerts.append(self._alert(step, "warning", metric, value, self.message(metric, value, step, *fallen)))
         return alerts
 
-    def message(self, metric: str, value: float, step: int, fall: FallFromStable) -> str:
-        reference = fall.reference or value
-        return (f"steady collapse: {metric} = {fmt(value)} at step {step}, {fmt(100 * (1 - value / reference))}% "
-                f"below {fmt(reference)}, its level at step {fall.reference_step}, and falling ever since: the "
-                "target features are shrinking toward a constant while the loss looks fine. Check first any extra "
-                "loss term, the EMA momentum and the learning rate; watch target/effective_rank, which follows.")
+    def message(self, metric: str, value: float, step: int, reference: float, reference_step: int,
+                rested: bool) -> str:
+        below = f"{fmt(100 * (1 - value / reference))}% below {fmt(reference)}, its level at step {reference_step}"
+        how = ("and falling ever since" if rested else
+               f"{step - reference_step} steps earlier: past the first {self.cfg.steady_late_after_steps} steps no "
+               "healthy run's spread falls that fast")
+        return (f"steady collapse: {metric} = {fmt(value)} at step {step}, {below}, {how}: the target features are "
+                "shrinking toward a constant while the loss looks fine. Check first any extra loss term, the EMA "
+                "momentum and the learning rate; watch target/effective_rank, which follows.")
 
 
 class RankCollapseRule(TrendRule):

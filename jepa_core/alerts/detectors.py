@@ -19,6 +19,7 @@ __all__ = [
     "EpisodeGate",
     "TrendBreak",
     "FallFromStable",
+    "FallOverWindow",
     "FirstDescent",
 ]
 
@@ -213,6 +214,35 @@ class FallFromStable:
         if step - first_step >= self.window_steps and abs(value / first_value - 1.0) <= self.stable_change:
             self.reference, self.reference_step = value, step
         return self.reference is not None and value <= (1.0 - self.fall) * self.reference
+
+
+@dataclass
+class FallOverWindow:
+    """A signal fallen `fall` (relative) or more below its reading `window_steps` earlier: the reference is the
+    latest reading at least that old (120 steps back at a cadence of 30 and a window of 100). No history that old:
+    nothing to compare, never fires.
+
+    Memory: the readings of the last `window_steps` steps (at most window_steps + 1, however long the stream).
+    """
+
+    window_steps: int
+    fall: float
+    reference: float | None = None
+    reference_step: int | None = None
+    recent: deque = field(default_factory=deque)
+
+    def update(self, step: int, value: float) -> bool:
+        """Learn from the reading at `step` (a positive value); True while it sits `fall` or more below the
+        reading of `window_steps` earlier."""
+        self.recent.append((step, value))
+        while len(self.recent) > 1 and self.recent[1][0] <= step - self.window_steps:
+            self.recent.popleft()
+        first_step, first_value = self.recent[0]
+        if step - first_step < self.window_steps:
+            self.reference = self.reference_step = None
+            return False
+        self.reference, self.reference_step = first_value, first_step
+        return value <= (1.0 - self.fall) * first_value
 
 
 @dataclass

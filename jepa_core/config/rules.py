@@ -87,6 +87,18 @@ class RulesConfig:
     # warned at 2%, none at 3%; on single readings 5-6%); 0.1 caught the collapse from step 300 on `sparse` seed 0
     # 80 steps before its harm. 0 turns this half off.
     steady_batch_fall: float = 0.1
+    # ... and target/std_mean fallen steady_late_fall below its reading steady_late_window_steps earlier (two readings
+    # in a row), from step steady_late_after_steps on. A collapse that continues a run's early descent never rests, so
+    # neither reference above exists; where the fixed batch is read rarely (every 250 steps on `batch32`, rounds 7-8)
+    # nothing else told it from a healthy descent. But healthy descents are early: on rounds 1-12 (130 healthy runs,
+    # lr warm-ups of 40-100 steps) no healthy spread fell 20% in 100 steps after step 320, nor 15.2% after step 360,
+    # while those collapses fell 30% in 100 steps by step 375-400, 25-50 steps before their harm. On the tuning split
+    # after 300-400 steps, falls of 25-40% and windows of 75-150 steps judge alike (every harmful fault caught, one
+    # healthy warning, none from this). With an lr warm-up much longer than 100 steps, raise the start with it.
+    # 0 turns it off.
+    steady_late_fall: float = 0.3
+    steady_late_window_steps: int = 100
+    steady_late_after_steps: int = 360
     # Both variance rules hold their warnings while target/fixed_batch_std_mean is in its first descent (from its
     # peak until it climbs first_descent_recovery back off its low), less than first_descent_fall below that peak
     # and at most first_descent_max_steps past it. 0 turns the hold (or the bound) off. 0.22 until round 12: on rounds
@@ -158,13 +170,14 @@ class RulesConfig:
                 raise ValueError(f"{key}: must be at least 1, got {value}")
             if f.name.endswith("_alpha") and not 0 < value <= 1:
                 raise ValueError(f"{key}: must be in (0, 1], got {value}")
-            if f.name in ("trend_level_steps", "trend_slope_steps", "steady_window_steps") and value <= 0:
+            if f.name in ("trend_level_steps", "trend_slope_steps", "steady_window_steps",
+                          "steady_late_window_steps") and value <= 0:
                 raise ValueError(f"{key}: must be positive, got {value}")
             if value < 0:
                 raise ValueError(f"{key}: must be >= 0, got {value}")
             if f.name == "first_descent_fall" and not value < 1:
                 raise ValueError(f"{key}: must be in [0, 1), got {value}")
-            if f.name == "steady_batch_fall" and not value < 1:
+            if f.name in ("steady_batch_fall", "steady_late_fall") and not value < 1:
                 raise ValueError(f"{key}: must be in [0, 1), got {value}")
             if f.name == "steady_fall" and not 0 < value < 1:
                 raise ValueError(f"{key}: must be in (0, 1), got {value}")
