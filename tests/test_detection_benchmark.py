@@ -83,7 +83,8 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     # collapse and its healthy run the harm label called harmful were, round 8 until its missed collapse and its
     # copied target that tied with the loss were, round 10 until its healthy warning and that tie were studied for
     # the gradient-spike factor, round 11 until its healthy warnings and its near-chance evaluation label were,
-    # round 12 until its healthy warning was studied with them for the first-descent hold's depth and time bound;
+    # round 12 until its healthy warning was studied with them for the first-descent hold's depth and time bound,
+    # round 13 until its collapse that the evaluation saw first was studied for the spread falling again;
     # recorded cases keep their names and seeds
     # (test_recorded_case_is_what_the_library_would_train_now), only their split changed. Round 9 was recorded to
     # study round 8 and was never a test.
@@ -104,11 +105,12 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     assert (cases["defaults/healthy_s3"].round, cases["defaults/healthy_s3"].split) == (10, "tune")
     assert (cases["smalldata/healthy_s3"].round, cases["smalldata/healthy_s3"].split) == (11, "tune")
     assert (cases["px48/healthy_s4"].round, cases["px48/healthy_s4"].split) == (12, "tune")
-    assert all(c.split == "tune" for r in range(2, 13) for c in LIBRARY.round_cases(r))
-    assert LIBRARY.TEST_ROUND == 13 and all(c.split == "test" for c in LIBRARY.round_cases(13))
+    assert (cases["px48/collapse_1.2_at300_s26"].round, cases["px48/collapse_1.2_at300_s26"].split) == (13, "tune")
+    assert all(c.split == "tune" for r in range(2, 14) for c in LIBRARY.round_cases(r))
+    assert LIBRARY.TEST_ROUND == 14 and all(c.split == "test" for c in LIBRARY.round_cases(14))
 
 
-@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13])
+@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14])
 def test_a_round_can_add_healthy_runs_only_on_some_settings(round_):
     cases = LIBRARY.round_cases(round_)
     for name in LIBRARY.ROUND_HEALTHY_SETTINGS[round_]:
@@ -414,6 +416,20 @@ def test_a_collapse_continuing_the_early_descent_is_caught_by_its_pace_at_any_fi
     assert DETECTION.judge(LIBRARY.LIBRARY / "batch32/collapse_0.3_at250_s0", no_late_fall).first is None
     second_seed = DETECTION.judge(LIBRARY.LIBRARY / "batch32/collapse_0.3_at250_s17")
     assert second_seed.harm_step == 450 and second_seed.first == 400
+
+
+def test_a_first_descent_that_falls_again_is_caught_before_the_evaluation_sees_it():
+    # Round 13's one miss: `px48`, a collapse of weight 1.2 from step 300 that continued a slowing first descent.
+    # Reported on the rules frozen at 289d2d7 it was caught at 444 by the per-batch spread's late fall, 44 steps
+    # after the evaluation baseline; the fixed-batch spread falling again (8.1% in 40 steps at 360, four times its
+    # slowest since its steepest fall) is 40 steps before it.
+    case = LIBRARY.LIBRARY / "px48/collapse_1.2_at300_s26"
+    judged = DETECTION.judge(case)
+    assert (judged.harm_step, judged.eval_step) == (450, 400)
+    first = judged.alerts[0]
+    assert (first.rule, first.metric, first.step) == ("steady_collapse", "target/fixed_batch_std_mean", 360)
+    assert "falling again" in first.message
+    assert DETECTION.judge(case, RulesConfig(steady_again_fall=0.0)).first == 444
 
 
 def test_the_first_descent_hold_waits_out_deep_healthy_descents_and_not_a_long_one():

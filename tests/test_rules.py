@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from jepa_core.alerts.detectors import (EpisodeGate, FallFromStable, FallOverWindow, FirstDescent, OneSidedCusum, RobustBaseline,
+from jepa_core.alerts.detectors import (EpisodeGate, FallFromStable, FallingAgain, FallOverWindow, FirstDescent, OneSidedCusum, RobustBaseline,
                                         TrendBreak)
 from jepa_core.alerts.base import Alert, Rule
 from jepa_core.alerts.collapse import FirstDescentGate
@@ -286,6 +286,33 @@ def test_the_first_descent_gate_opens_max_steps_after_the_descents_peak() -> Non
     assert not unbounded.open
 
 
+def slowing_descent_then(fall_per_100: float) -> Mutator:
+    """The fixed-batch spread's first descent, 18% over steps 100-300, slowing down to a standstill that lasts
+    until step 360; from there it moves by `fall_per_100` (of its level) per 100 steps (> 0: a collapse)."""
+    def mutate(step: int, row: dict) -> None:
+        if "target/fixed_batch_std_mean" in row:
+            x = min(max(step - 100, 0), 200) / 200
+            factor = (1.0 - 0.18 * (0.5 - 0.5 * math.cos(math.pi * x))) * (1.0 - fall_per_100) ** (
+                max(step - 360, 0) / 100)
+            row["target/fixed_batch_std_mean"] *= factor
+    return mutate
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_first_descent_that_steepens_again_is_a_collapse_whatever_its_depth(seed: int) -> None:
+    # The shape of round 13's `px48` collapse: the fixed-batch spread's first descent slows down, then a collapse
+    # makes it fall faster again, long before it is first_descent_fall deep. The hold does not wait that out.
+    collapsing = synthetic_run(seed, steps=500, mutate=slowing_descent_then(0.3))
+    alert = single_alert(collapsing, "steady_collapse", 370, 410)
+    assert alert.metric == "target/fixed_batch_std_mean" and "falling again" in alert.message
+    fixed = {r["step"]: r["target/fixed_batch_std_mean"] for r in collapsing if "target/fixed_batch_std_mean" in r}
+    assert 1 - fixed[alert.step] / max(fixed.values()) < RulesConfig().first_descent_fall  # still held by depth
+    off = alerts_of(collapsing, "steady_collapse", RulesConfig(steady_again_fall=0.0))
+    assert not off or off[0].step > alert.step + 20
+    recovering = synthetic_run(seed, steps=500, mutate=slowing_descent_then(-0.05))
+    assert alerts_of(recovering, "steady_collapse") == []
+
+
 def test_after_the_first_descent_a_fall_is_judged_as_before() -> None:
     def shallow_then_collapse(step: int, row: dict) -> None:
         first_descent(0.1, 80, 60)(step, row)  # a 10% descent that recovers from step 140
@@ -310,7 +337,9 @@ def test_a_steady_collapse_right_after_the_first_descent_falls_from_the_level_it
             row["target/fixed_batch_std_mean"] *= math.exp(-0.001 * (step - 180) ** 1.3)
 
     rows = synthetic_run(seed, steps=400, mutate=recover_then_slide)
-    alert = alerts_of(rows, "steady_collapse")[0]
+    # (it also falls again after the recovery, which steady_again_* catch on their own, earlier)
+    alert = alerts_of(rows, "steady_collapse", RulesConfig(steady_again_fall=0.0))[0]
+    assert alerts_of(rows, "steady_collapse")[0].step <= alert.step
     fixed = {r["step"]: r["target/fixed_batch_std_mean"] for r in rows if "target/fixed_batch_std_mean" in r}
     reference = int(alert.message.split("its level at step ")[1].split(",")[0])
     assert 160 <= reference <= 190 and 200 < alert.step <= 320
@@ -449,6 +478,36 @@ def test_fall_over_window_compares_a_reading_with_the_one_a_window_earlier() -> 
     for step in range(180, 3000, 30):
         every_30.update(step, 0.64)
     assert len(every_30.recent) == 5 and every_30.reference_step == 2970 - 120  # memory: the last window's readings
+
+
+def test_falling_again_fires_when_a_slowing_descent_steepens_and_never_on_one_that_keeps_slowing() -> None:
+    again = FallingAgain(window_steps=40, factor=3.0, min_fall=0.05)
+    # a descent steepening until step 200, then slowing down for good (10% a window, down to 1% at step 400)
+    pace = {step: 0.1 * min(step, 200) / 200 if step <= 200 else 0.1 - 0.09 * min(step - 200, 200) / 200
+            for step in range(0, 600, 20)}
+    x, fired = 0.0, []
+    for step in range(0, 600, 20):
+        x -= pace[step] / 2  # two readings a window
+        fired.append(again.update(step, math.exp(x)))
+    assert not any(fired) and again.steepest_step == 220 and again.slowest == pytest.approx(0.01)
+    # ... then falling 6% a window again: 6x its slowest, from the second reading after it began
+    for step in range(600, 700, 20):
+        x -= 0.03
+        fired.append(again.update(step, math.exp(x)))
+    assert fired[-5:] == [False, True, True, True, True] and again.fall == pytest.approx(0.06)
+    # ... and once it has slowed, a fall steeper than the first is falling again too (it is not a new steepest)
+    for step in range(700, 800, 20):
+        x -= 0.2
+        fired.append(again.update(step, math.exp(x)))
+    assert all(fired[-5:]) and again.steepest_step == 220 and again.fall == pytest.approx(0.4)
+    # a plateau's wiggles before the first descent are no steepest fall to slow down from
+    plateau = FallingAgain(window_steps=40, factor=3.0, min_fall=0.05)
+    levels = [1.0, 0.997, 0.998, 0.996, 0.995, 0.98, 0.95, 0.9, 0.85]
+    assert not any(plateau.update(20 * i, v) for i, v in enumerate(levels))
+    # a rise since the steepest counts as a fall of 0: any fall of min_fall after it is falling again
+    risen = FallingAgain(window_steps=40, factor=3.0, min_fall=0.05)
+    values = [1.0, 0.9, 0.8, 0.82, 0.84, 0.86, 0.83, 0.8]
+    assert [risen.update(20 * i, v) for i, v in enumerate(values)] == [False] * 7 + [True]
 
 
 def test_fall_from_stable_follows_a_slow_drift_and_holds_its_reference_during_a_fall() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from jepa_core.alerts.base import Alert, RuleBase, fmt, number
-from jepa_core.alerts.detectors import FallFromStable, FallOverWindow, FirstDescent, TrendBreak
+from jepa_core.alerts.detectors import FallFromStable, FallingAgain, FallOverWindow, FirstDescent, TrendBreak
 from jepa_core.config.rules import RulesConfig
 
 
@@ -166,7 +166,10 @@ class SteadyCollapseRule(RuleBase):
       harm within 200);
     - where the per-batch spread was `steady_late_window_steps` earlier (`FallOverWindow`), once the run is past its
       first `steady_late_after_steps` steps: a collapse that continues the early descent never rests, and after that
-      early phase no healthy run's spread falls that fast.
+      early phase no healthy run's spread falls that fast;
+    - the fixed-batch spread's own pace (`FallingAgain`): a healthy first descent steepens once and then slows down
+      for good, and a collapse that sets in while it slows makes it fall faster again. Not held by the first
+      descent: it is the one thing a first descent does not do.
     """
 
     name = "steady_collapse"
@@ -180,8 +183,11 @@ class SteadyCollapseRule(RuleBase):
         self.tracks = {metric: self._track(metric) for metric in self.falls}
         self.late = (FallOverWindow(cfg.steady_late_window_steps, cfg.steady_late_fall)
                      if cfg.steady_late_fall > 0 else None)
+        self.again = (FallingAgain(cfg.steady_again_window_steps, cfg.steady_again_factor, cfg.steady_again_fall)
+                      if cfg.steady_again_fall > 0 else None)
         self.metrics = tuple(m for m in (self.fixed_metric, self.batch_metric)
-                             if m in self.falls or (m == self.batch_metric and self.late is not None))
+                             if m in self.falls or (m == self.batch_metric and self.late is not None)
+                             or (m == self.fixed_metric and self.again is not None))
         self.watches = frozenset(self.metrics)
         self.first_descent = FirstDescentGate(cfg)
 
@@ -202,30 +208,35 @@ class SteadyCollapseRule(RuleBase):
             value = self._settled_reading(row, metric)
             if value is None or value <= 0:
                 continue
-            fallen: tuple[float, int, bool] | None = None  # (reference, its step, whether it is where it rested)
+            how: str | None = None  # what the spread fell against, for the message
             track = self.tracks.get(metric)
-            if track is not None and track.update(step, value):
-                fallen = (track.reference or value, track.reference_step or step, True)
+            if track is not None and track.update(step, value) and self.first_descent.open:
+                how = f"{self._below(value, track.reference, track.reference_step)}, and falling ever since"
             if metric == self.batch_metric and self.late is not None:
                 late = self.late.update(step, value) and step >= self.cfg.steady_late_after_steps
-                if late and fallen is None:
-                    fallen = (self.late.reference or value, self.late.reference_step or step, False)
+                if late and how is None and self.first_descent.open:
+                    how = (f"{self._below(value, self.late.reference, self.late.reference_step)}, "
+                           f"{step - (self.late.reference_step or step)} steps earlier: past the first "
+                           f"{self.cfg.steady_late_after_steps} steps no healthy run's spread falls that fast")
+            # Falling again is what a healthy first descent never does, so the hold does not apply to it.
+            if metric == self.fixed_metric and self.again is not None and self.again.update(step, value):
+                how = how or (
+                    f"falling again: {100 * (1 - math.exp(-(self.again.fall or 0))):.1f}% in the last "
+                    f"{self.cfg.steady_again_window_steps} steps, at least {fmt(self.cfg.steady_again_factor)}x as "
+                    f"fast as at its slowest since its steepest fall (step {self.again.steepest_step})")
             # The per-batch spread is sampled: one low batch is not a fall, two readings in a row are.
             patience = 2 if metric == self.batch_metric else 1
-            if self.gate.observe(metric, fallen is not None and self.first_descent.open, patience):
-                assert fallen is not None
-                alerts.append(self._alert(step, "warning", metric, value, self.message(metric, value, step, *fallen)))
+            if self.gate.observe(metric, how is not None, patience):
+                alerts.append(self._alert(step, "warning", metric, value, (
+                    f"steady collapse: {metric} = {fmt(value)} at step {step}, {how}: the target features are "
+                    "shrinking toward a constant while the loss looks fine. Check first any extra loss term, the "
+                    "EMA momentum and the learning rate; watch target/effective_rank, which follows.")))
         return alerts
 
-    def message(self, metric: str, value: float, step: int, reference: float, reference_step: int,
-                rested: bool) -> str:
-        below = f"{fmt(100 * (1 - value / reference))}% below {fmt(reference)}, its level at step {reference_step}"
-        how = ("and falling ever since" if rested else
-               f"{step - reference_step} steps earlier: past the first {self.cfg.steady_late_after_steps} steps no "
-               "healthy run's spread falls that fast")
-        return (f"steady collapse: {metric} = {fmt(value)} at step {step}, {below}, {how}: the target features are "
-                "shrinking toward a constant while the loss looks fine. Check first any extra loss term, the EMA "
-                "momentum and the learning rate; watch target/effective_rank, which follows.")
+    @staticmethod
+    def _below(value: float, reference: float | None, reference_step: int | None) -> str:
+        reference = reference or value
+        return f"{fmt(100 * (1 - value / reference))}% below {fmt(reference)}, its level at step {reference_step}"
 
 
 class RankCollapseRule(TrendRule):

@@ -20,6 +20,7 @@ __all__ = [
     "TrendBreak",
     "FallFromStable",
     "FallOverWindow",
+    "FallingAgain",
     "FirstDescent",
 ]
 
@@ -243,6 +244,56 @@ class FallOverWindow:
             return False
         self.reference, self.reference_step = first_value, first_step
         return value <= (1.0 - self.fall) * first_value
+
+
+@dataclass
+class FallingAgain:
+    """A smooth signal falling again faster than it has since its steepest fall.
+
+    Its fall over the last `window_steps` (log units, per window: a reference read a little earlier is scaled to
+    it) is at least `min_fall` and `factor` times the slowest such fall since the steepest one, counting only
+    windows that ended a whole window before this one began to end (they do not overlap it). A healthy first
+    descent steepens once and then slows down for good, until the signal recovers; a collapse that sets in while it
+    slows makes it steepen again, slower or faster than the first time. A rise since the steepest fall counts as a
+    fall of 0.
+
+    Memory: the readings and falls of the last `window_steps` steps, and three floats.
+    """
+
+    window_steps: int
+    factor: float
+    min_fall: float
+    steepest: float | None = None
+    steepest_step: int | None = None
+    slowest: float | None = None
+    fall: float | None = None  # the latest window's fall
+    recent: deque = field(default_factory=deque)  # (step, log value)
+    pending: deque = field(default_factory=deque)  # (step, fall) of windows not yet a window old
+
+    def update(self, step: int, value: float) -> bool:
+        """Learn from the reading at `step` (a positive value); True while it falls again."""
+        x = math.log(value)
+        self.recent.append((step, x))
+        while len(self.recent) > 1 and self.recent[1][0] <= step - self.window_steps:
+            self.recent.popleft()
+        first_step, first_x = self.recent[0]
+        if step - first_step < self.window_steps:
+            return False
+        self.fall = (first_x - x) * self.window_steps / (step - first_step)
+        while self.pending and self.pending[0][0] <= step - self.window_steps:
+            ended, fall = self.pending.popleft()
+            if self.steepest_step is not None and ended >= self.steepest_step:
+                self.slowest = fall if self.slowest is None else min(self.slowest, fall)
+        slowed = self.slowest is not None and self.steepest is not None and (
+            self.steepest >= self.min_fall and self.slowest * self.factor <= self.steepest)
+        # Until a fall of min_fall has slowed that much, a steeper fall is still the first one steepening (a plateau's
+        # wiggles are no descent); after, a steeper fall is falling again, and the pace it slowed to stays the
+        # reference.
+        if not slowed and (self.steepest is None or self.fall > self.steepest):
+            self.steepest, self.steepest_step, self.slowest = self.fall, step, None
+        self.pending.append((step, self.fall))
+        return (self.slowest is not None and self.fall >= self.min_fall
+                and self.fall >= self.factor * max(self.slowest, 0.0))
 
 
 @dataclass

@@ -99,6 +99,18 @@ class RulesConfig:
     steady_late_fall: float = 0.3
     steady_late_window_steps: int = 100
     steady_late_after_steps: int = 360
+    # ... and target/fixed_batch_std_mean falling again: over the last steady_again_window_steps at least
+    # steady_again_fall (log) and steady_again_factor times its slowest such fall since its steepest one (not held by
+    # the first descent). Round 13's `px48` collapse of weight 1.2 from step 300 continued a first descent that had
+    # been slowing for 100 steps (2% per 40 steps), never resting and never 30% deep before step 360, and no trend
+    # broke (the fixed batch's noise scale, learnt on the descent's curve, is ~2% a reading): the evaluation
+    # baseline saw it at 400, the rules at 444. Its fall over 40 steps was 8.1% at 360, four times its slowest since
+    # the steepest. Healthy runs of rounds 1-13 (141) never fell again at 3x their slowest pace by more than 1.1% per
+    # 40 steps. Factors 2-4, falls 0.02-0.08 and windows of 20-60 steps give the same catches and no healthy warning
+    # on rounds 1-13. 0 turns it off.
+    steady_again_fall: float = 0.05
+    steady_again_factor: float = 3.0
+    steady_again_window_steps: int = 40
     # Both variance rules hold their warnings while target/fixed_batch_std_mean is in its first descent (from its
     # peak until it climbs first_descent_recovery back off its low), less than first_descent_fall below that peak
     # and at most first_descent_max_steps past it. 0 turns the hold (or the bound) off. 0.22 until round 12: on rounds
@@ -171,7 +183,7 @@ class RulesConfig:
             if f.name.endswith("_alpha") and not 0 < value <= 1:
                 raise ValueError(f"{key}: must be in (0, 1], got {value}")
             if f.name in ("trend_level_steps", "trend_slope_steps", "steady_window_steps",
-                          "steady_late_window_steps") and value <= 0:
+                          "steady_late_window_steps", "steady_again_window_steps") and value <= 0:
                 raise ValueError(f"{key}: must be positive, got {value}")
             if value < 0:
                 raise ValueError(f"{key}: must be >= 0, got {value}")
