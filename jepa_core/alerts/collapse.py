@@ -158,7 +158,7 @@ class VarianceCollapseRule(TrendRule):
 
 class SteadyCollapseRule(RuleBase):
     """The target's spread fallen well below a level it held: a collapse that sets in slowly and steadily, which a
-    trend learns as a new pace. Two references, each judged on its own:
+    trend learns as a new pace. Three references, each judged on its own:
 
     - where the spread last rested (`FallFromStable`), for both spreads: the one on the fixed probe batch (no
       sampling noise, so a small fall is already telling) and the per-batch one, which is read every few steps at
