@@ -257,7 +257,7 @@ class FallingAgain:
     slows makes it steepen again, slower or faster than the first time. A rise since the steepest fall counts as a
     fall of 0.
 
-    Memory: the readings and falls of the last `window_steps` steps, and three floats.
+    Memory: the readings and falls of the last `window_steps` steps, and a few numbers.
     """
 
     window_steps: int
@@ -267,19 +267,18 @@ class FallingAgain:
     steepest_step: int | None = None
     slowest: float | None = None
     fall: float | None = None  # the latest window's fall
-    recent: deque = field(default_factory=deque)  # (step, log value)
     pending: deque = field(default_factory=deque)  # (step, fall) of windows not yet a window old
+
+    def __post_init__(self) -> None:
+        self.window = FallOverWindow(self.window_steps, 0.0)  # only its reference a window back is used
 
     def update(self, step: int, value: float) -> bool:
         """Learn from the reading at `step` (a positive value); True while it falls again."""
-        x = math.log(value)
-        self.recent.append((step, x))
-        while len(self.recent) > 1 and self.recent[1][0] <= step - self.window_steps:
-            self.recent.popleft()
-        first_step, first_x = self.recent[0]
-        if step - first_step < self.window_steps:
+        self.window.update(step, value)
+        reference, reference_step = self.window.reference, self.window.reference_step
+        if reference is None or reference_step is None:
             return False
-        self.fall = (first_x - x) * self.window_steps / (step - first_step)
+        self.fall = math.log(reference / value) * self.window_steps / (step - reference_step)
         while self.pending and self.pending[0][0] <= step - self.window_steps:
             ended, fall = self.pending.popleft()
             if self.steepest_step is not None and ended >= self.steepest_step:
