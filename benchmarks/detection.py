@@ -9,7 +9,9 @@ it was switched on. Harmful, from the first reading after the onset at which one
   fall the healthy run makes too is not the fault's doing);
 - the representation collapses: the target's pooled effective rank (RankMe over per-image features,
   `target/effective_rank`) or its per-dimension std (`target/std_mean`) below COLLAPSE_FRACTION of what the healthy
-  run of the same setting and seed reads at the same step, for COLLAPSE_READINGS readings in a row. The healthy run
+  run of the same setting and seed reads at the same step, for COLLAPSE_READINGS readings in a row, or at the last
+  reading of that key in the run (since round 14: a halving under way when the library stops the run has no next
+  reading to confirm it; seven such runs trained on stayed halved at every next reading). The healthy run
   is the exact counterfactual: the fault run is branched from it and equals it bit for bit up to the onset. No fixed
   floor is used because none separates collapse from learning here: a healthy run's pooled rank falls three- to
   fourfold in its first few hundred steps (10.4 -> 3.7 on calib, 9.4 -> 2.7 on quick, seeds 3 and 0) and ends where
@@ -120,6 +122,9 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
     last_fixed: float | None = None
     last_fixed_step: int | None = None
     fixed_reference = _readings(healthy, "target/fixed_batch_std_mean") if healthy is not None else {}
+    # The last step at which each collapse key is read: a halving under way there has no next reading to confirm
+    # it, and the run ends (or the library stops it) in that state.
+    last_read = {key: max(_readings(rows, key), default=None) for key in COLLAPSE_KEYS}
     for row in rows:
         step = row["step"]
         after = step > onset
@@ -165,7 +170,7 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
             if v is None or ref is None or not math.isfinite(ref):
                 continue
             low[key] = low[key] + 1 if (not math.isfinite(v) or v < COLLAPSE_FRACTION * ref) else 0
-            if low[key] >= COLLAPSE_READINGS:
+            if low[key] >= COLLAPSE_READINGS or (low[key] and step == last_read[key]):
                 return step, f"{key.split('/')[1]} halved"
     return None, None
 

@@ -84,8 +84,9 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     # copied target that tied with the loss were, round 10 until its healthy warning and that tie were studied for
     # the gradient-spike factor, round 11 until its healthy warnings and its near-chance evaluation label were,
     # round 12 until its healthy warning was studied with them for the first-descent hold's depth and time bound,
-    # round 13 until its collapse that the evaluation saw first was studied for the spread falling again;
-    # recorded cases keep their names and seeds
+    # round 13 until its collapse that the evaluation saw first was studied for the spread falling again, round 14
+    # until its critical alert on a run the harm label called benign was studied (the run ended one rank reading
+    # into a halving that held when trained on: the label's fault, below); recorded cases keep their names and seeds
     # (test_recorded_case_is_what_the_library_would_train_now), only their split changed. Round 9 was recorded to
     # study round 8 and was never a test.
     cases = {c.key: c for c in LIBRARY.all_cases()}
@@ -106,11 +107,13 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     assert (cases["smalldata/healthy_s3"].round, cases["smalldata/healthy_s3"].split) == (11, "tune")
     assert (cases["px48/healthy_s4"].round, cases["px48/healthy_s4"].split) == (12, "tune")
     assert (cases["px48/collapse_1.2_at300_s26"].round, cases["px48/collapse_1.2_at300_s26"].split) == (13, "tune")
-    assert all(c.split == "tune" for r in range(2, 14) for c in LIBRARY.round_cases(r))
-    assert LIBRARY.TEST_ROUND == 14 and all(c.split == "test" for c in LIBRARY.round_cases(14))
+    assert (cases["warmup/lr_blowup_25_at300_s1"].round, cases["warmup/lr_blowup_25_at300_s1"].split) == (
+        14, "tune")
+    assert all(c.split == "tune" for r in range(2, 15) for c in LIBRARY.round_cases(r))
+    assert LIBRARY.TEST_ROUND == 15 and all(c.split == "test" for c in LIBRARY.round_cases(15))
 
 
-@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14])
+@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15])
 def test_a_round_can_add_healthy_runs_only_on_some_settings(round_):
     cases = LIBRARY.round_cases(round_)
     for name in LIBRARY.ROUND_HEALTHY_SETTINGS[round_]:
@@ -213,6 +216,11 @@ def test_harm_by_evaluation_fall_rank_collapse_non_finite_and_broken_invariants(
     assert DETECTION.harm(rows_with({"target/effective_rank": falling}), 100) == (None, None)  # no counterfactual
     assert DETECTION.harm(rows_with({"target/effective_rank": falling}), 100, rows_with(
         {"target/effective_rank": [(s, 3.5) for s in range(0, 300, 20)]})) == (None, None)  # 2 of 3.5: not halved
+    # A halving at a key's last reading counts on its own: no second reading can confirm it, and the run ends (or
+    # the library stops it) halved. One reading halved with another after it is not enough.
+    ending = [(s, 8.0) for s in range(0, 260, 20)] + [(260, 3.9)]
+    assert DETECTION.harm(rows_with({"target/effective_rank": ending}), 100, healthy) == (260, "effective_rank halved")
+    assert DETECTION.harm(rows_with({"target/effective_rank": [*ending, (280, 8.0)]}), 100, healthy) == (None, None)
     std = rows_with({"target/std_mean": [(100, 0.8), (120, 0.3), (140, 0.32)]})
     std_healthy = rows_with({"target/std_mean": [(100, 0.8), (120, 0.7), (140, 0.69)]})
     assert DETECTION.harm(std, 100, std_healthy) == (140, "std_mean halved")
@@ -393,10 +401,12 @@ def test_recorded_case_is_what_the_library_would_train_now(case_dir):
     assert rows[0]["step"] == 0 and rows[-1]["step"] == info["last_step"]
 
 
-# Misses on the tuning split, explained in the README's "What the rules do not catch" (none since the late-fall
-# reference of steady_collapse; `batch32`'s collapse below was the last, rounds 7-12). One fixed fails
+# Misses on the tuning split, explained in the README's "What the rules do not catch". `batch32`'s collapse below
+# was missed in rounds 7-12, until the late-fall reference of steady_collapse. The one now came with the harm
+# label's last-reading clause (after round 14): a `smalldata` collapse inside the first descent, until then called
+# benign, that the rules see at step 200 with the evaluation baseline. One fixed fails
 # test_the_rules_meet_every_target_on_the_tuning_split until it is taken off the list; one new fails it too.
-KNOWN_TUNING_MISSES: list[str] = []
+KNOWN_TUNING_MISSES: list[str] = ["smalldata/collapse_0.6_at125_s23 not before eval"]
 
 
 def test_a_collapse_continuing_the_early_descent_is_caught_by_its_pace_at_any_fixed_batch_cadence():
@@ -453,6 +463,17 @@ def test_a_fall_the_healthy_run_makes_too_is_not_harm_but_a_run_left_behind_is()
     assert (near_chance.harm_step, near_chance.eval_step) == (None, 300)
     left_behind = DETECTION.judge(LIBRARY.LIBRARY / "batch32_fb/lr_blowup_1000_at250_s0")
     assert (left_behind.harm_step, left_behind.harm_why) == (300, "linear_probe/val_acc fell")
+
+
+def test_a_halving_at_the_last_reading_is_harm_and_an_alert_before_it_is_no_false_alarm():
+    # Round 14's one miss: warmup's lr x25 from step 300 (seed 1) drew a critical false_comfort at 405 (loss 0.12
+    # against its healthy run's 0.18, prediction cosine 0.84, the fixed-batch spread 40% down in 80 steps), on a run
+    # the label called benign: its pooled rank read 0.45 of the healthy run's at step 450, its last reading, where
+    # the library stops it. Trained on to step 540, it read 0.41 and 0.38 (the std halved from 495): harm.
+    judged = DETECTION.judge(LIBRARY.LIBRARY / "warmup/lr_blowup_25_at300_s1")
+    assert (judged.harm_step, judged.harm_why) == (450, "effective_rank halved")
+    assert [(a.rule, a.step) for a in judged.criticals] == [("false_comfort", 405)]
+    assert judged.first is not None and judged.first < judged.harm_step
 
 
 def test_a_copied_target_without_gradient_clipping_shows_in_the_gradient_before_the_loss():
