@@ -476,6 +476,20 @@ def test_a_halving_at_the_last_reading_is_harm_and_an_alert_before_it_is_no_fals
     assert judged.first is not None and judged.first < judged.harm_step
 
 
+def test_the_label_check_finds_the_halvings_only_the_last_reading_counts(tmp_path, monkeypatch, capsys):
+    # benchmarks/label_check.py trains such runs on to see whether the halving holds; here, what it picks and that
+    # it skips (and says so) a run whose work directory is not on this machine.
+    check = load_benchmark("label_check")
+    assert check.pending(LIBRARY.LIBRARY / "warmup/lr_blowup_25_at300_s1") == ("target/effective_rank", 450)
+    assert check.pending(LIBRARY.LIBRARY / "calib/collapse_0.3_at75_s0") is None  # two readings in a row
+    assert check.pending(LIBRARY.LIBRARY / "smalldata/collapse_0.6_at250_s2") is None  # benign
+    monkeypatch.setattr(check, "_work_dir", lambda case: tmp_path / case.setting / case.name)
+    assert check.main(["warmup/lr_blowup_25_at300_s1", "calib/collapse_0.3_at75_s0"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["warmup/lr_blowup_25_at300_s1: no work directory here; skipped",
+                   "0 pending halvings held at every new reading, 0 did not"]
+
+
 def test_a_copied_target_without_gradient_clipping_shows_in_the_gradient_before_the_loss():
     # `mse` (no clipping), a target copying online from step 200: the gradient norm reads 7.4x its running level at
     # step 210; the parameter distance and the loss show it at 250. At the old spike factor of 10 the rules tied

@@ -1,0 +1,104 @@
+"""Does a halving that the harm label reads at a run's last reading hold when the run is trained on?
+
+The collapse part of the harm label (benchmarks/detection.py) asks the target's pooled rank or std to sit below half
+of the healthy run's for two readings in a row, or at the key's last reading in the run: the library stops a fault
+run a fixed window past its onset, and a halving under way there has no next reading to confirm it. This check is the
+evidence for that clause. For every recorded fault run whose last reading of a collapse key is its first halved one,
+it trains a scratch copy of the run's work directory on (`--steps` further, within the schedule) and prints the
+ratio to the healthy run at each new reading of that key.
+
+    python benchmarks/label_check.py               # every such run that has a work directory here
+    python benchmarks/label_check.py --steps 90 warmup/lr_blowup_25_at300_s1
+
+It needs the library's work directories (runs/library-work, with every checkpoint), which exist only on the machine
+that trained the library; runs without one are listed and skipped. Scratch copies go to a temporary directory and
+are removed. Exit 1 when a pending halving did not hold at some new reading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from detection import COLLAPSE_FRACTION, COLLAPSE_KEYS, _readings, harm  # noqa: E402
+from library import LIBRARY, REPO, SETTING, Case, _work_dir, load_case  # noqa: E402
+
+
+def pending(case_dir: Path) -> tuple[str, int] | None:
+    """(key, step) where the harm label reads a run as collapsed only by the last-reading clause: the key's last
+    reading after the onset is halved against the healthy run, the one before it (if any) was not, and nothing
+    labelled the run harmful earlier. None otherwise."""
+    info, rows = load_case(case_dir)
+    healthy = load_case(case_dir.parent / f"healthy_s{info['seed']}")[1]
+    step, why = harm(rows, info["onset"], healthy)
+    key = next((k for k in COLLAPSE_KEYS if why == f"{k.split('/')[1]} halved"), None)
+    if key is None:
+        return None
+    ref = _readings(healthy, key)
+    ratios = [(s, v / ref[s]) for s, v in _readings(rows, key).items() if s > info["onset"] and ref.get(s)]
+    if ratios[-1][0] != step or (len(ratios) > 1 and ratios[-2][1] < COLLAPSE_FRACTION):
+        return None
+    return key, step
+
+
+def train_on(case: Case, steps: int, scratch: Path) -> list[dict]:
+    """Train a copy of the case's work run `steps` past its end (within its schedule); its rows after the end."""
+    from jepa_core.metrics.stream import iter_rows  # noqa: PLC0415
+
+    work, copy = _work_dir(case), scratch / case.setting / case.name
+    (copy / "checkpoints").mkdir(parents=True)
+    for name in ("metrics.jsonl", "meta.json", "config.toml"):
+        shutil.copy2(work / name, copy / name)
+    end = case.until()
+    for name in ("init.pt", f"step_{end:07d}.pt", f"step_{end:07d}.pt.digest"):
+        shutil.copy2(work / "checkpoints" / name, copy / "checkpoints" / name)
+    until = min(SETTING[case.setting].steps, end + steps)
+    done = subprocess.run([sys.executable, "-m", "jepa_core.train", "--quiet", "--until", str(until), "--resume",
+                           str(copy)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{case.key}: training on failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    return [row for row in iter_rows(copy / "metrics.jsonl") if "event" not in row and row["step"] > end]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cases", nargs="*", help="setting/name of library cases (default: every pending one)")
+    parser.add_argument("--steps", type=int, default=90, help="steps to train past the run's end (default 90)")
+    args = parser.parse_args(argv)
+    dirs = ([LIBRARY / name for name in args.cases] if args.cases else
+            sorted(p.parent for p in LIBRARY.glob("*/*/case.json") if "healthy" not in p.parent.name))
+    held, broke = 0, 0
+    with tempfile.TemporaryDirectory(prefix="label-check-") as scratch:
+        for case_dir in dirs:
+            found = pending(case_dir)
+            if found is None:
+                continue
+            key, step = found
+            info, _ = load_case(case_dir)
+            case = Case(info["setting"], info["seed"], info["fault"], info["magnitude"], info["onset"])
+            name = case.key
+            if case.until() >= SETTING[case.setting].steps:
+                print(f"{name}: ends at its schedule's end; nothing to train on")
+                continue
+            if not (_work_dir(case) / "checkpoints" / f"step_{case.until():07d}.pt").is_file():
+                print(f"{name}: no work directory here; skipped")
+                continue
+            later = train_on(case, args.steps, Path(scratch))
+            healthy = load_case(case_dir.parent / f"healthy_s{case.seed}")[1]
+            ref = _readings(healthy, key)
+            ratios = [(s, v / ref[s]) for s, v in _readings(later, key).items() if ref.get(s)]
+            ok = bool(ratios) and all(r < COLLAPSE_FRACTION for _, r in ratios)
+            held, broke = held + ok, broke + (not ok)
+            shown = ", ".join(f"{s}: {r:.2f}" for s, r in ratios) or "no new reading"
+            print(f"{name} {key} halved at {step} and {'held' if ok else 'DID NOT hold'} ({shown})")
+    print(f"{held} pending halvings held at every new reading, {broke} did not")
+    return 1 if broke else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
