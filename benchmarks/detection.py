@@ -11,7 +11,8 @@ it was switched on. Harmful, from the first reading after the onset at which one
   `target/effective_rank`) or its per-dimension std (`target/std_mean`) below COLLAPSE_FRACTION of what the healthy
   run of the same setting and seed reads at the same step, for COLLAPSE_READINGS readings in a row, or at the last
   reading of that key in the run (since round 14: a halving under way when the library stops the run has no next
-  reading to confirm it; seven such runs trained on stayed halved at every next reading). The healthy run
+  reading to confirm it; every such run trained on, 10 of them, stayed halved at every new reading:
+  benchmarks/label_check.py). The healthy run
   is the exact counterfactual: the fault run is branched from it and equals it bit for bit up to the onset. No fixed
   floor is used because none separates collapse from learning here: a healthy run's pooled rank falls three- to
   fourfold in its first few hundred steps (10.4 -> 3.7 on calib, 9.4 -> 2.7 on quick, seeds 3 and 0) and ends where
