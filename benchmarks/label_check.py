@@ -25,8 +25,14 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from detection import COLLAPSE_FRACTION, COLLAPSE_KEYS, _readings, harm  # noqa: E402
+from detection import COLLAPSE_FRACTION, COLLAPSE_KEYS, _readings, harm, library_cases  # noqa: E402
 from library import LIBRARY, REPO, SETTING, Case, _work_dir, load_case  # noqa: E402
+
+
+def ratios(rows: list[dict], healthy: list[dict], key: str, after: int) -> list[tuple[int, float]]:
+    """(step, reading / the healthy run's reading at that step) of `key` after step `after`."""
+    ref = _readings(healthy, key)
+    return [(s, v / ref[s]) for s, v in _readings(rows, key).items() if s > after and ref.get(s)]
 
 
 def pending(case_dir: Path) -> tuple[str, int] | None:
@@ -39,9 +45,8 @@ def pending(case_dir: Path) -> tuple[str, int] | None:
     key = next((k for k in COLLAPSE_KEYS if why == f"{k.split('/')[1]} halved"), None)
     if key is None:
         return None
-    ref = _readings(healthy, key)
-    ratios = [(s, v / ref[s]) for s, v in _readings(rows, key).items() if s > info["onset"] and ref.get(s)]
-    if ratios[-1][0] != step or (len(ratios) > 1 and ratios[-2][1] < COLLAPSE_FRACTION):
+    read = ratios(rows, healthy, key, info["onset"])
+    if read[-1][0] != step or (len(read) > 1 and read[-2][1] < COLLAPSE_FRACTION):
         return None
     return key, step
 
@@ -71,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=90, help="steps to train past the run's end (default 90)")
     args = parser.parse_args(argv)
     dirs = ([LIBRARY / name for name in args.cases] if args.cases else
-            sorted(p.parent for p in LIBRARY.glob("*/*/case.json") if "healthy" not in p.parent.name))
+            [d for d in library_cases() if not d.name.startswith("healthy_")])
     held, broke = 0, 0
     with tempfile.TemporaryDirectory(prefix="label-check-") as scratch:
         for case_dir in dirs:
@@ -90,11 +95,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             later = train_on(case, args.steps, Path(scratch))
             healthy = load_case(case_dir.parent / f"healthy_s{case.seed}")[1]
-            ref = _readings(healthy, key)
-            ratios = [(s, v / ref[s]) for s, v in _readings(later, key).items() if ref.get(s)]
-            ok = bool(ratios) and all(r < COLLAPSE_FRACTION for _, r in ratios)
+            new = ratios(later, healthy, key, case.until())
+            ok = bool(new) and all(r < COLLAPSE_FRACTION for _, r in new)
             held, broke = held + ok, broke + (not ok)
-            shown = ", ".join(f"{s}: {r:.2f}" for s, r in ratios) or "no new reading"
+            shown = ", ".join(f"{s}: {r:.2f}" for s, r in new) or "no new reading"
             print(f"{name} {key} halved at {step} and {'held' if ok else 'DID NOT hold'} ({shown})")
     print(f"{held} pending halvings held at every new reading, {broke} did not")
     return 1 if broke else 0
