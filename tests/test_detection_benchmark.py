@@ -86,7 +86,9 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     # round 12 until its healthy warning was studied with them for the first-descent hold's depth and time bound,
     # round 13 until its collapse that the evaluation saw first was studied for the spread falling again, round 14
     # until its critical alert on a run the harm label called benign was studied (the run ended one rank reading
-    # into a halving that held when trained on: the label's fault, below); recorded cases keep their names and seeds
+    # into a halving that held when trained on: the label's fault, below), round 15 until its collapse that the
+    # first-descent hold waited out was studied (a per-batch fall that breaks its trend too is no longer held);
+    # recorded cases keep their names and seeds
     # (test_recorded_case_is_what_the_library_would_train_now), only their split changed. Round 9 was recorded to
     # study round 8 and was never a test.
     cases = {c.key: c for c in LIBRARY.all_cases()}
@@ -109,11 +111,13 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     assert (cases["px48/collapse_1.2_at300_s26"].round, cases["px48/collapse_1.2_at300_s26"].split) == (13, "tune")
     assert (cases["warmup/lr_blowup_25_at300_s1"].round, cases["warmup/lr_blowup_25_at300_s1"].split) == (
         14, "tune")
-    assert all(c.split == "tune" for r in range(2, 15) for c in LIBRARY.round_cases(r))
-    assert LIBRARY.TEST_ROUND == 15 and all(c.split == "test" for c in LIBRARY.round_cases(15))
+    assert (cases["narrow/collapse_0.25_at175_s0"].round, cases["narrow/collapse_0.25_at175_s0"].split) == (
+        15, "tune")
+    assert all(c.split == "tune" for r in range(2, 16) for c in LIBRARY.round_cases(r))
+    assert LIBRARY.TEST_ROUND == 16 and all(c.split == "test" for c in LIBRARY.round_cases(16))
 
 
-@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15])
+@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16])
 def test_a_round_can_add_healthy_runs_only_on_some_settings(round_):
     cases = LIBRARY.round_cases(round_)
     for name in LIBRARY.ROUND_HEALTHY_SETTINGS[round_]:
@@ -442,10 +446,29 @@ def test_a_first_descent_that_falls_again_is_caught_before_the_evaluation_sees_i
     assert DETECTION.judge(case, RulesConfig(steady_again_fall=0.0)).first == 444
 
 
+def test_a_collapse_whose_own_fall_is_the_first_descent_is_caught_before_its_harm():
+    # Round 15's one miss: `narrow`'s collapse of weight 0.25 from step 175. Its healthy runs barely descend, so the
+    # collapse's own fall was the first descent, and the hold waited it out to the run's end (28.7% deep at 350, its
+    # harm). At 252 its per-batch spread was 16.6% below where it rested and breaking its own trend: no healthy
+    # descent of rounds 1-15 did both at once, and the held healthy descents that did one stay silent.
+    case = LIBRARY.LIBRARY / "narrow/collapse_0.25_at175_s0"
+    judged = DETECTION.judge(case)
+    assert judged.harm_step == 350
+    first = judged.alerts[0]
+    assert (first.rule, first.metric, first.step) == ("steady_collapse", "target/std_mean", 252)
+    assert "faster than its own trend" in first.message
+    assert DETECTION.judge(case, RulesConfig(steady_trend_confirms=False)).first is None
+    unheld = RulesConfig(first_descent_fall=0.0)
+    for name in ("defaults/healthy_s1", "defaults/healthy_s2", "defaults/healthy_s3", "tiny/healthy_s7"):
+        held = [a.rule for a in DETECTION.judge(LIBRARY.LIBRARY / name, RulesConfig(steady_trend_confirms=False)).alerts]
+        assert [a.rule for a in DETECTION.judge(LIBRARY.LIBRARY / name).alerts] == held, name
+        assert len(DETECTION.judge(LIBRARY.LIBRARY / name, unheld).alerts) > len(held), name
+
+
 def test_the_first_descent_hold_waits_out_deep_healthy_descents_and_not_a_long_one():
     # The healthy warnings of rounds 11 and 12, trend breaks inside first descents 24.5%, 27.8% and 22.3% deep:
     # held to 30% they are silent. Tiny seed 2's collapse from step 800 falls inside a descent that lasted 1,160
-    # steps without ever reaching 30%: only the time bound lets the warning through, before its harm.
+    # steps without ever reaching 30%: the time bound lets the warning through, before its harm.
     for name in ("quick/healthy_s21", "smalldata/healthy_s3", "px48/healthy_s4"):
         assert DETECTION.judge(LIBRARY.LIBRARY / name).alerts == [], name
         shallow = DETECTION.judge(LIBRARY.LIBRARY / name, RulesConfig(first_descent_fall=0.22))
@@ -453,7 +476,9 @@ def test_the_first_descent_hold_waits_out_deep_healthy_descents_and_not_a_long_o
     case = LIBRARY.LIBRARY / "tiny/collapse_0.3_at800_s2"
     bounded = DETECTION.judge(case)
     assert bounded.harm_step is not None and bounded.first is not None and bounded.first <= bounded.harm_step
-    assert DETECTION.judge(case, RulesConfig(first_descent_max_steps=0)).first is None
+    assert DETECTION.judge(case, RulesConfig(first_descent_max_steps=0, steady_trend_confirms=False)).first is None
+    # Since round 16 the per-batch fall that breaks its trend too is caught without the bound, 30 steps later.
+    assert DETECTION.judge(case, RulesConfig(first_descent_max_steps=0)).first == bounded.first + 30
 
 
 def test_a_fall_the_healthy_run_makes_too_is_not_harm_but_a_run_left_behind_is():

@@ -228,13 +228,22 @@ def first_descent(depth: float, start: int, length: int, then: float = 0.1) -> M
 
 @pytest.mark.parametrize("seed", range(3))
 def test_a_healthy_first_descent_is_held_and_forgotten_once_it_recovers(seed: int) -> None:
-    # The shape of tiny seed 7's early dip (rounds 1-3 of the detection library): the fixed-batch spread rests,
-    # falls 18% in 80 steps while the per-batch std falls twice as far, then recovers. Both variance rules warned
-    # on it; held, neither does, and nothing fires on the way back up (the held fall is forgotten at the recovery).
+    # The shape of tiny seed 7's early dip (rounds 1-3 of the detection library), steeper: the fixed-batch spread
+    # rests, falls 18% in 80 steps (tiny seed 7: 120) while the per-batch std falls twice as far, then recovers.
+    # Both variance rules warned on it; held, neither does, and nothing fires on the way back up (the held fall is
+    # forgotten at the recovery).
     rows = synthetic_run(seed, steps=400, mutate=first_descent(0.18, 200, 80))
     unheld = RulesConfig(first_descent_fall=0.0)
     assert alerts_of(rows, "variance_collapse", unheld) and alerts_of(rows, "steady_collapse", unheld)
-    assert alerts_of(rows, "variance_collapse") == [] and alerts_of(rows, "steady_collapse") == []
+    held = RulesConfig(steady_trend_confirms=False)
+    assert alerts_of(rows, "variance_collapse", held) == [] and alerts_of(rows, "steady_collapse", held) == []
+    # Since round 16 a per-batch fall below where the spread rested that also breaks its trend is let through, and
+    # this descent (a third of the per-batch spread in 80 steps, straight from a 200-step rest) is one: the price of
+    # catching round 15's `narrow` collapse. Real tiny seed 7 stays silent, as do all 163 healthy runs of rounds
+    # 1-15: their fast descents begin before the per-batch spread has rested, and those from a rest are slow.
+    default = alerts_of(rows, "steady_collapse")
+    assert alerts_of(rows, "variance_collapse") == []
+    assert [a.metric for a in default] == ["target/std_mean"] and "faster than its own trend" in default[0].message
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -265,6 +274,31 @@ def test_a_collapse_inside_a_long_shallow_descent_fires_once_the_descent_outlast
     assert alerts_of(rows, "variance_collapse", unbounded) == []
     bounded = alerts_of(rows, "variance_collapse")
     assert len(bounded) == 1 and 700 < bounded[0].step <= 760 and bounded[0].metric == "target/std_mean"
+
+
+def collapse_is_the_descent(step: int, row: dict) -> None:
+    """A run whose spread rests until step 200 and then falls ever faster: the fixed batch 26% by step 300 (still
+    inside a first descent, whose hold goes to 30%), the per-batch spread three times as far in log."""
+    x = max(step - 200, 0) / 100
+    for key, rate in (("target/fixed_batch_std_mean", 0.3), ("target/std_mean", 0.9), ("target/std_l2n", 0.9)):
+        if key in row:
+            row[key] *= math.exp(-rate * x * x)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_per_batch_fall_that_breaks_its_trend_too_is_not_held_by_the_first_descent(seed: int) -> None:
+    # The shape of round 15's `narrow` collapse of weight 0.25 from step 175: its healthy runs barely descend, so
+    # the collapse's own fall was the first descent the hold waited out, and nothing fired before its harm. The
+    # per-batch spread was below where it rested and breaking its own trend at once, which no healthy descent of
+    # the library did: steady_collapse lets that through; variance_collapse (the trend alone) stays held.
+    rows = synthetic_run(seed, steps=300, mutate=collapse_is_the_descent)
+    fixed = [r["target/fixed_batch_std_mean"] for r in rows if "target/fixed_batch_std_mean" in r]
+    assert 1 - fixed[-1] / max(fixed) < RulesConfig().first_descent_fall  # held by depth to the end
+    alert = single_alert(rows, "steady_collapse", 230, 260)
+    assert alert.metric == "target/std_mean" and "faster than its own trend" in alert.message
+    assert alerts_of(rows, "variance_collapse") == []
+    assert alerts_of(rows, "variance_collapse", RulesConfig(first_descent_fall=0.0))  # what the hold keeps back
+    assert alerts_of(rows, "steady_collapse", RulesConfig(steady_trend_confirms=False)) == []
 
 
 def test_the_first_descent_gate_opens_max_steps_after_the_descents_peak() -> None:

@@ -170,14 +170,20 @@ class SteadyCollapseRule(RuleBase):
     - the fixed-batch spread's own pace (`FallingAgain`): a healthy first descent steepens once and then slows down
       for good, and a collapse that sets in while it slows makes it fall faster again. Not held by the first
       descent: it is the one thing a first descent does not do.
+
+    The first two are held while the first descent lasts, except on the per-batch spread when it also breaks its
+    own trend at the same reading (`variance_collapse`'s verdict, `rules.steady_trend_confirms`): healthy descents
+    fall far from where they rested, or fast against their trend, but in the library never both at once.
     """
 
     name = "steady_collapse"
     fixed_metric = "target/fixed_batch_std_mean"
     batch_metric = "target/std_mean"
 
-    def __init__(self, cfg: RulesConfig) -> None:
+    def __init__(self, cfg: RulesConfig, variance: VarianceCollapseRule | None = None) -> None:
         super().__init__(cfg)
+        # Its verdicts on this row (it runs first) confirm a per-batch fall inside the first descent.
+        self.variance = variance if cfg.steady_trend_confirms else None
         falls = {self.fixed_metric: cfg.steady_fall, self.batch_metric: cfg.steady_batch_fall}
         self.falls = {metric: fall for metric, fall in falls.items() if fall > 0}  # 0 turns a track off
         self.tracks = {metric: self._track(metric) for metric in self.falls}
@@ -209,15 +215,21 @@ class SteadyCollapseRule(RuleBase):
             if value is None or value <= 0:
                 continue
             how: str | None = None  # what the spread fell against, for the message
+            confirmed = (self.variance is not None and metric == self.batch_metric
+                         and metric in self.variance.breaking)
+            passes = self.first_descent.open or confirmed
+            also = ("" if self.first_descent.open else
+                    ", and faster than its own trend and noise allow: inside its first descent a healthy spread does "
+                    "one or the other, not both")
             track = self.tracks.get(metric)
-            if track is not None and track.update(step, value) and self.first_descent.open:
-                how = f"{self._below(value, track.reference, track.reference_step)}, and falling ever since"
+            if track is not None and track.update(step, value) and passes:
+                how = f"{self._below(value, track.reference, track.reference_step)}, and falling ever since{also}"
             if metric == self.batch_metric and self.late is not None:
                 late = self.late.update(step, value) and step >= self.cfg.steady_late_after_steps
-                if late and how is None and self.first_descent.open:
+                if late and how is None and passes:
                     how = (f"{self._below(value, self.late.reference, self.late.reference_step)}, "
                            f"{step - (self.late.reference_step or step)} steps earlier: past the first "
-                           f"{self.cfg.steady_late_after_steps} steps no healthy run's spread falls that fast")
+                           f"{self.cfg.steady_late_after_steps} steps no healthy run's spread falls that fast{also}")
             # Falling again is what a healthy first descent never does, so the hold does not apply to it.
             if metric == self.fixed_metric and self.again is not None and self.again.update(step, value):
                 how = how or (

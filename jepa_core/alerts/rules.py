@@ -242,7 +242,7 @@ def build_rules(cfg: RulesConfig) -> list[Rule]:
         NonFiniteRule(cfg),
         variance,
         rank,
-        SteadyCollapseRule(cfg),
+        SteadyCollapseRule(cfg, variance),  # after variance_collapse, whose trend verdicts it reads
         EmaStalledRule(cfg),
         EmaRunawayRule(cfg),
         FalseComfortRule(cfg, variance, rank),  # after the two it reads, so it sees this row's verdicts

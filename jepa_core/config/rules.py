@@ -123,6 +123,16 @@ class RulesConfig:
     first_descent_fall: float = 0.3
     first_descent_recovery: float = 0.02
     first_descent_max_steps: int = 500
+    # ... except a fall of the per-batch spread (target/std_mean) that steady_collapse's references and
+    # variance_collapse's trend both call a fall at the same reading: below where it rested (or where it was
+    # steady_late_window_steps earlier) and faster than its own trend and noise allow. Round 15's `narrow` collapse of
+    # weight 0.25 from step 175 was such a fall from step 252 (its trend's CUSUM 8 to 14) and was held until its
+    # harm at 350: its healthy runs barely descend, so the collapse's own fall was the first descent. On rounds 1-15
+    # the healthy runs' per-batch trend stood at most at 2.2 (threshold 8) at a held reference fall (defaults seed 3,
+    # step 360): no healthy or benign run warned that did not before, and 12 harmful runs had a steady_collapse
+    # alert 10-60 steps earlier (the first alert on two, `defaults` collapses, by 60). The fixed batch, whose trend
+    # threshold of 4 a healthy descent came within 0.3 of (tiny seed 7), is left to the hold. False: hold both.
+    steady_trend_confirms: bool = True
     # ema_stalled: ema/relative_param_l2 or ema/fixed_batch_distance at exactly 0 (target copies online), or target
     # statistics exactly frozen while ema/param_l2 or ema/fixed_batch_distance keeps changing (target never updated)
     ema_stalled_warmup_steps: int = 1  # at step 0 the target is a copy of the online encoder by construction
