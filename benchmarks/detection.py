@@ -30,7 +30,7 @@ to a healthy run itself. Until round 4 the frozen test compared a run only with 
 of tiny seed 7, where a healthy target moved by less than the library's six digits, frozen: a label fixed after
 round 3 was read. Until
 round 6 the copy test also asked for INVARIANT_READINGS readings, which at a parameter-distance cadence of 500 took
-1000 steps: a label fixed after round 5 was read (the one case it changed is named in benchmarks/library.py).
+1000 steps: a label fixed after round 5 was read (the one case it changed is named in benchmarks/cases.py).
 
 Otherwise benign. A harmful run must be caught (an alert of any severity after the onset), and before both baselines
 unless it is blunt: the loss itself shows it at its first reading after the onset (a divergence to NaN/Inf, a target
@@ -40,7 +40,7 @@ from the same stream: loss-only (a person watching the loss curve: the first non
 spike LOSS_Z scales above its running level) and evaluation (the first kNN accuracy EVAL_BASELINE_MARGIN
 below its best).
 
-The library is split by seed and by setting (benchmarks/library.py): thresholds are chosen on the tuning split; the
+The library is split by seed and by setting (benchmarks/cases.py): thresholds are chosen on the tuning split; the
 test split is the newest round of the library, other seeds and a setting never tuned on, all recorded after the rules
 and thresholds were frozen. Both are printed and named.
 
