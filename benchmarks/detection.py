@@ -41,8 +41,9 @@ spike LOSS_Z scales above its running level) and evaluation (the first kNN accur
 below its best).
 
 The library is split by seed and by setting (benchmarks/cases.py): thresholds are chosen on the tuning split; the
-test split is the newest round of the library, other seeds and a setting never tuned on, all recorded after the rules
-and thresholds were frozen. Both are printed and named.
+test split is every round recorded since the rules and thresholds last changed (benchmarks/cases.py:
+FIRST_TEST_ROUND on): other seeds and settings never tuned on, all recorded after the rules were frozen. Both are
+printed and named.
 
     python benchmarks/detection.py               # both splits, a summary each; exit 1 when a target is missed
     python benchmarks/detection.py --split tune  # only the tuning split (the one to look at while tuning)

@@ -32,8 +32,9 @@ from pathlib import Path
 # What the library holds (settings, faults, rounds, cases) is cases.py, beside this file, however this one is loaded;
 # its names are the library's too.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cases import (EXTRA_CELLS, FAULTS, ROUND_HEALTHY_SETTINGS, ROUND_SEED_SETTINGS, ROUND_SEEDS,  # noqa: E402, F401
-                   SEEDS, SETTING, SETTINGS, TEST_ROUND, Case, Setting, all_cases, grid_cells, round_cases)
+from cases import (EXTRA_CELLS, FAULTS, FIRST_TEST_ROUND, ROUND_HEALTHY_SETTINGS,  # noqa: E402, F401
+                   ROUND_SEED_SETTINGS, ROUND_SEEDS, SEEDS, SETTING, SETTINGS, TEST_ROUND, Case, Setting, all_cases,
+                   grid_cells, round_cases)
 
 REPO = Path(__file__).resolve().parent.parent
 LIBRARY = REPO / "data" / "library"
@@ -45,9 +46,10 @@ RUN_OVERRIDES = ("runtime.num_threads=1", "runtime.device='cpu'", "logging.tenso
 POLL_SECONDS = 2.0  # how often the scheduler looks at its training processes
 DROPPED_PREFIXES = ("time/", "system/", "memory/")  # machine noise, not training
 # Facts the config and the other metrics already hold, which nothing reads (not the benchmark, not `jepa doctor`):
-# the batch size, the epoch (step x batch / images) and the mask sizes (the ratios x the tokens). Dropped from every
-# record since round 16 (2 of the 30 MiB the library may take), from the records before it too.
-DERIVED_KEYS = frozenset({"global_batch_size", "epoch", "mask/context_count", "mask/target_count"})
+# the batch size, the epoch (step x batch / images), the mask sizes (the ratios x the tokens), and the lr and weight
+# decay (pure functions of the step and the config). Dropped from every record since round 16 (2.5 of the 30 MiB
+# the library may take), from the records before it too.
+DERIVED_KEYS = frozenset({"global_batch_size", "epoch", "mask/context_count", "mask/target_count", "lr", "wd"})
 # Kept to the last digit (the rest is thinned to six): the frozen-target test and rule compare fixed-batch readings
 # for equality, as a live run does, and read at the fixed batch's own cadence of 20 steps, six digits made a healthy
 # target near the end of its EMA schedule look frozen. Records made before round 9 carry six digits here too.
