@@ -79,7 +79,8 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    target met. Read (a healthy `narrow` warning, a `narrow` collapse caught at its harm step), but no rule changed:
 #    still a test of the rules of a54701c.
 # 17. the never-tuned `bigblocks` setting (all seeds), seeds 33-34 of latewarm (healthy and a grid) and of narrow and
-#    quick (healthy only), recorded with the rules still as frozen at a54701c. Rounds 16 and 17 are the test split.
+#    quick (healthy only), recorded with the rules still as frozen at a54701c and reported with round 16 as the
+#    test split: every target met. Read: a rule changed after it makes rounds 16-17 tuning data (FIRST_TEST_ROUND).
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
