@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
-# The library was recorded in rounds, each after the rules it tests were frozen; only the newest round is the test
-# split, because every earlier one has been read while the rules changed:
+# The library was recorded in rounds, each after the rules it tests were frozen; only the rounds since the rules last
+# changed are the test split, because every earlier one has been read while the rules changed:
 # 1. seeds 0-4 of tiny, calib and quick: tuning data from the start.
 # 2. the never-tuned `holdout` setting (all seeds) and seeds 5-6 of tiny and calib, recorded after the thresholds were
 #    frozen (f43b3f8, cb47753) and reported as the test split (cd0911b). Its one miss, a slow steady collapse, was

@@ -1,12 +1,12 @@
 """The detection library: recorded runs that the early-warning rules are tuned on and tested on (SPEC §7, §8).
 
 Settings of five seeds each, healthy (and more seeds of most, from later rounds); for each §8 fault a grid of
-magnitudes x onsets (early, middle, late) on the settings that have onsets. Recorded in rounds; the newest round is
-the test split (cases.py holds the settings, the faults and the rounds). A fault run is branched from its healthy run
-at the onset's checkpoint: batches, masks and schedules are pure functions of the step, so up to the onset it is the
-healthy run, bit for bit, and only the steps after the onset cost anything to train. Each case is thinned (metric
-rows only, no run-time noise, six significant digits) into data/library/<setting>/<case>/ with its config.toml and a
-case.json.
+magnitudes x onsets (early, middle, late) on the settings that have onsets. Recorded in rounds; the rounds since the
+rules last changed are the test split (cases.py holds the settings, the faults and the rounds). A fault run is
+branched from its healthy run at the onset's checkpoint: batches, masks and schedules are pure functions of the step,
+so up to the onset it is the healthy run, bit for bit, and only the steps after the onset cost anything to train.
+Each case is thinned (metric rows only, no run-time noise, six significant digits) into
+data/library/<setting>/<case>/ with its config.toml and a case.json.
 
     python benchmarks/library.py --list                 # what is recorded, what is missing
     python benchmarks/library.py --train --jobs 2       # train what is missing; resumable, one thread per job
