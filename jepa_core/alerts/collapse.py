@@ -210,6 +210,9 @@ class SteadyCollapseRule(RuleBase):
             value = self._settled_reading(row, self.fixed_metric)
             if self.fixed_metric in self.tracks and value is not None and value > 0:
                 self.tracks[self.fixed_metric].reference, self.tracks[self.fixed_metric].reference_step = value, step
+        held = not self.first_descent.open  # the same for every metric of this row
+        also = (", and faster than its own trend and noise allow: inside its first descent a healthy spread does "
+                "one or the other, not both") if held else ""
         for metric in self.metrics:
             value = self._settled_reading(row, metric)
             if value is None or value <= 0:
@@ -217,10 +220,7 @@ class SteadyCollapseRule(RuleBase):
             how: str | None = None  # what the spread fell against, for the message
             confirmed = (self.variance is not None and metric == self.batch_metric
                          and metric in self.variance.breaking)
-            passes = self.first_descent.open or confirmed
-            also = ("" if self.first_descent.open else
-                    ", and faster than its own trend and noise allow: inside its first descent a healthy spread does "
-                    "one or the other, not both")
+            passes = not held or confirmed
             track = self.tracks.get(metric)
             if track is not None and track.update(step, value) and passes:
                 how = f"{self._below(value, track.reference, track.reference_step)}, and falling ever since{also}"
