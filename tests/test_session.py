@@ -261,3 +261,36 @@ def test_a_resume_that_cannot_start_says_why(session: TrainingSession, tmp_path:
     assert view.message.startswith(f"The resume process exited with code {launched.returncode} before it took "
                                    "the run: ")
     assert "config.toml" in view.message
+
+
+def test_a_resumed_run_is_not_read_from_its_old_meta_when_the_trainer_takes_it_between_two_reads(
+        session: TrainingSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The race CI met once in test_resume_goes_on_with_a_stopped_run_to_its_end: the follower read the stopped
+    # run's meta, the resumed trainer then took the run (a new meta and stamp), and the follower, reading the stamp
+    # after the meta, took the old "stopped" for the resumed run's end. Here the run's meta.json moves on at every
+    # read (stopped at launch, running, finished), so a read-order slip shows every time.
+    import jepa_core.workbench.following as following
+    from jepa_core.workbench.detached import DetachedRun
+    from jepa_core.workbench.runs import RunInfo
+
+    run = tmp_path / "runs" / "again"
+    run.mkdir(parents=True)
+    states = [(1, words.STOPPED, 5), (2, words.RUNNING, 8), (3, words.FINISHED, 12)]
+    reads = []
+
+    def now() -> tuple[int, str, int]:
+        state = states[min(len(reads), len(states) - 1)]
+        reads.append(state)
+        return state
+
+    def read_info(path: Path) -> RunInfo:
+        _, status, step = now()
+        return RunInfo(path.name, path, status, step, None)
+
+    monkeypatch.setattr(following, "meta_stamp", lambda path: now()[0])
+    monkeypatch.setattr(following, "run_info", read_info)
+    launched = DetachedRun(pid=0, run_dir=run, log_path=tmp_path / "again.log", resumed=True, launch_stamp=1)
+    with session._lock:
+        session._follow_run(run, launched, words.RUNNING, "", "Resuming again")
+    assert session.wait(30)
+    assert session.view().status == words.FINISHED

@@ -117,20 +117,25 @@ class FollowingSession(SessionState):
             if self._live is None and (path / "meta.json").is_file():
                 self._live = LiveRun(path)
             self._poll_live()
+            # In this order, or a resumed run is misread: a process seen running may still take the run, and the
+            # meta read after its stamp is at least as new as the stamp (read the other way round, a stopped
+            # run's old meta could pass for what the resumed trainer, which took it meanwhile, wrote).
+            launched = self._detached
+            exited = launched is not None and launched.exited()
+            stamp = meta_stamp(path)
             info = run_info(path)
             with self._lock:
-                ended = self._follow_step(info)
+                ended = self._follow_step(info, launched, exited, stamp)
             self._publish()
             if ended:
                 break
             self._cancel.wait(self._poll_every)
 
-    def _follow_step(self, info: RunInfo) -> bool:
-        """Update progress from the followed run (caller holds the lock); True when following is over."""
-        launched = self._detached
+    def _follow_step(self, info: RunInfo, launched: DetachedRun | None, exited: bool, stamp: int | None) -> bool:
+        """Update progress from the followed run (caller holds the lock): its meta (`info`), the followed process
+        and whether it had exited, and the meta's stamp, each read before the next. True when following is over."""
         self._step = int(info.steps or 0)
-        exited = launched is not None and launched.exited()
-        if launched is not None and launched.resumed and meta_stamp(self._run_dir) == launched.launch_stamp:
+        if launched is not None and launched.resumed and stamp == launched.launch_stamp:
             # The run's meta still holds its old end: the resumed trainer has not taken the run yet
             if not exited:
                 return False
