@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import math
@@ -356,3 +357,43 @@ def test_a_live_run_shows_its_eta_and_a_dead_writer_reads_crashed(tmp_path: Path
         report = diagnose(run)
         assert report.status == "running" and "ETA 2m00s" in format_report(report)
     assert diagnose(run).status == "crashed"  # "running" in meta.json, but nobody holds the run any more
+
+
+# ------------------------------------------------------------------------------------- an archived (gzipped) run
+
+
+def test_an_archived_run_gets_the_verdict_its_plain_stream_gets(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    def leak(step: int, row: dict) -> None:
+        if step >= 50:
+            row["mask/overlap_fraction"] = 0.25
+
+    plain = write_run(tmp_path, healthy_rows(mutate=leak), name="plain")
+    archived = tmp_path / "archived"
+    archived.mkdir()
+    (archived / "metrics.jsonl.gz").write_bytes(gzip.compress((plain / "metrics.jsonl").read_bytes()))
+    want = diagnose(plain)
+    for run in (archived, archived / "metrics.jsonl.gz"):  # the directory, or the file itself
+        got = diagnose(run)
+        assert (got.verdict, [a.to_row() for a in got.alerts], got.key_metrics) == (
+            want.verdict, [a.to_row() for a in want.alerts], want.key_metrics)
+    assert doctor_main([str(archived)]) == 1
+    assert "mask collator" in capsys.readouterr().out
+
+
+def test_a_plain_stream_beside_its_archive_is_the_one_read(tmp_path: Path) -> None:
+    run = write_run(tmp_path, healthy_rows())  # the live file wins: an archive beside it may be stale
+    (run / "metrics.jsonl.gz").write_bytes(gzip.compress(b"not the stream\n"))
+    assert diagnose(run).verdict == "healthy"
+
+
+def test_a_run_without_either_stream_names_both_and_a_damaged_archive_names_itself(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    with pytest.raises(UnreadableRunError, match=r"no metrics\.jsonl \(nor metrics\.jsonl\.gz\)"):
+        diagnose(run)
+    (run / "metrics.jsonl.gz").write_bytes(b'{"step": 1, "loss": 0.5}\n')  # plain text under a .gz name
+    assert doctor_main([str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "metrics.jsonl.gz" in err and "not a readable gzip stream" in err

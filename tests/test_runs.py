@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import socket
@@ -229,3 +230,27 @@ def test_launch_detached_trains_and_stops_through_the_control_file(tmp_path: Pat
     meta = json.loads((launched.run_dir / "meta.json").read_text())
     assert info.status == "stopped" == meta["status"]  # shown as written: ended on request
     assert info.steps == meta["last_step"] < 400
+
+
+def test_an_archived_run_is_listed_summarised_and_shown_as_its_plain_form_is(tmp_path: Path) -> None:
+    # `gzip metrics.jsonl` in a finished run, or a record of the detection library (no meta.json at all): every
+    # view reads the archive, and none of them follows it.
+    plain = write_synthetic_run(tmp_path / "runs" / "plain", steps=150)
+    archived = tmp_path / "runs" / "archived"
+    archived.mkdir()
+    for name in ("config.toml", "meta.json"):
+        (archived / name).write_bytes((plain / name).read_bytes())
+    (archived / "metrics.jsonl.gz").write_bytes(gzip.compress((plain / "metrics.jsonl").read_bytes()))
+    assert runs.last_logged_step(archived / "metrics.jsonl.gz") == runs.last_logged_step(plain / "metrics.jsonl")
+    want, got = runs.load_run_summary(plain), runs.load_run_summary(archived)
+    assert (got.status, got.steps, got.verdict, got.problems) == (want.status, want.steps, want.verdict, [])
+    (want_table, _), (got_table, got_problems) = runs.load_run_table(plain), runs.load_run_table(archived)
+    assert got_problems == [] and got_table.scalars.equals(want_table.scalars)
+    live = LiveRun(archived)
+    assert live.follower is None and live.poll() is False and live.table.scalars.equals(want_table.scalars)
+    (archived / "meta.json").unlink()  # a library record: the stream alone makes it a run
+    assert {r.name for r in runs.discover_runs([tmp_path / "runs"])} == {"plain", "archived"}
+    assert runs.run_info(archived).steps == 150
+    (archived / "metrics.jsonl.gz").write_bytes(b"plain text under a .gz name\n")
+    assert runs.last_logged_step(archived / "metrics.jsonl.gz") is None
+    assert "not a readable gzip stream" in runs.load_run_table(archived)[1][0]

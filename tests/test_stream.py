@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -314,13 +315,18 @@ def _mixed_cadence_rows(count: int, start: int = 0):
                    "value": 1.0, "message": "NaN: look"}
 
 
-@pytest.mark.parametrize("chunk_bytes", [4096, 1 << 20])
-def test_fast_reader_matches_row_by_row_reference(tmp_path, chunk_bytes):
-    path = tmp_path / "m.jsonl"
+def _resumed_stream_with_garbage(path):
+    """2000 steps at mixed cadences over two attempts (the second resumes at 1400), a garbage line between them."""
     write_rows(path, _mixed_cadence_rows(1500), attempt=1)
     with open(path, "a") as handle:
         handle.write("garbage in the middle\n")
     write_rows(path, _mixed_cadence_rows(600, start=1400), attempt=2)
+    return path
+
+
+@pytest.mark.parametrize("chunk_bytes", [4096, 1 << 20])
+def test_fast_reader_matches_row_by_row_reference(tmp_path, chunk_bytes):
+    path = _resumed_stream_with_garbage(tmp_path / "m.jsonl")
     table = read_metrics(path, chunk_bytes=chunk_bytes)
     expected = _reference_scalars(path)
     pd.testing.assert_frame_equal(table.scalars, expected, check_like=True)
@@ -398,3 +404,44 @@ def test_read_memory_stays_near_the_frame(tmp_path):
     frame_bytes = int(table.scalars.memory_usage(deep=False).sum())
     assert path.stat().st_size > 2 * frame_bytes  # the text alone would not fit the bound below
     assert peak < 1.5 * frame_bytes + 8 * 256 * 1024
+
+
+# --------------------------------------------------------------------------------------------- an archived stream
+def _archive(path, *parts: bytes):
+    """`path` + ".gz": the parts gzipped one member each (one part: a plain `gzip metrics.jsonl`)."""
+    archived = path.with_name(path.name + ".gz")
+    archived.write_bytes(b"".join(gzip.compress(part) for part in parts))
+    return archived
+
+
+@pytest.mark.parametrize("chunk_bytes", [64, 4096, 1 << 20])
+def test_an_archived_stream_reads_as_its_plain_file_reads(tmp_path, chunk_bytes):
+    path = _resumed_stream_with_garbage(tmp_path / "m.jsonl")
+    data = path.read_bytes()
+    cut = data.index(b"\n", len(data) // 3) + 1
+    for archived in (_archive(path, data), _archive(path, data[:cut], data[cut:])):  # one member, or two
+        plain, packed = read_metrics(path, chunk_bytes=chunk_bytes), read_metrics(archived, chunk_bytes=chunk_bytes)
+        pd.testing.assert_frame_equal(packed.scalars, plain.scalars)
+        pd.testing.assert_frame_equal(packed.alerts, plain.alerts)
+        assert packed.bad_lines == plain.bad_lines and len(packed.bad_lines) == 1
+        assert list(iter_rows(archived, chunk_bytes)) == list(iter_rows(path, chunk_bytes))
+
+
+def test_an_archive_cut_short_keeps_its_whole_lines_and_counts_the_torn_one(tmp_path):
+    path = tmp_path / "m.jsonl"
+    write_rows(path, [{"step": s, "attempt": 1, "loss": 1.0 / (s + 1)} for s in range(2000)])
+    packed = gzip.compress(path.read_bytes())
+    archived = tmp_path / "cut.jsonl.gz"
+    archived.write_bytes(packed[: len(packed) // 2])  # a copy interrupted half way
+    table = read_metrics(archived, chunk_bytes=4096)
+    steps = table.scalars["step"].tolist()
+    assert 0 < len(steps) < 2000 and steps == list(range(len(steps)))
+    assert table.torn_lines == 1 and table.bad_lines == []
+    assert [r["step"] for r in iter_rows(archived, 4096)] == steps
+
+
+def test_bytes_that_are_not_gzip_under_a_gz_name_are_an_error_naming_the_file(tmp_path):
+    archived = tmp_path / "m.jsonl.gz"
+    archived.write_text(encode_row({"step": 1, "attempt": 1, "loss": 0.5}) + "\n")
+    with pytest.raises(OSError, match=r"m\.jsonl\.gz: not a readable gzip stream"):
+        read_metrics(archived)

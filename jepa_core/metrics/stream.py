@@ -6,12 +6,15 @@ run appends rows with a higher attempt and readers apply TensorBoard's orphan pu
 
 `iter_rows` reads decoded rows back one by one. The fast columnar reader is `jepa_core.metrics.reader` (read_metrics,
 MetricsTable) and following a live file is `jepa_core.metrics.follower` (MetricsFollower); both build on this module.
+Both readers also read a finished stream kept gzip-compressed (`metrics.jsonl.gz`, an archived run or a record of
+the detection library), whole; a live file is always plain.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +29,9 @@ TOKEN_TO_FLOAT = {NAN_TOKEN: math.nan, POS_INF_TOKEN: math.inf, NEG_INF_TOKEN: -
 TEXT_FIELDS = frozenset({"event", "rule", "severity", "metric", "message", "name", "text"})
 ALERT_COLUMNS = ("step", "attempt", "rule", "severity", "metric", "value", "message")
 READ_CHUNK_BYTES = 4 * 1024 * 1024  # measured: chunks this size stay in cache; peak memory stays near the frame
+GZIP_SUFFIX = ".gz"
+STREAM_NAME = "metrics.jsonl"
+ARCHIVED_STREAM_NAME = STREAM_NAME + GZIP_SUFFIX
 
 _decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder()
@@ -216,10 +222,22 @@ def apply_resume_purge(rows_or_frame: R) -> R:
 
 
 # ---------------------------------------------------------------------------------------------- reading rows
+def stream_file(run_dir: str | os.PathLike) -> Path:
+    """A run directory's metric stream: metrics.jsonl, or, where a finished run keeps only its archive (`gzip
+    metrics.jsonl`, a record of the detection library), metrics.jsonl.gz. The plain file wins when both are there:
+    a trainer that resumed an archived run writes it anew."""
+    plain = Path(run_dir) / STREAM_NAME
+    archived = plain.with_name(ARCHIVED_STREAM_NAME)
+    return archived if not plain.is_file() and archived.is_file() else plain
+
+
 def _blocks(path: Path, chunk_bytes: int) -> Iterator[tuple[bytes, int]]:
     """Yield (data, end) per read of about `chunk_bytes`, where data[:end] is whole lines each ending in "\n";
     then (tail, -1) for an unterminated last line, if any. The partial line at the end of a block is read again
     as the start of the next one, which is cheaper than gluing it onto the next block (a copy of the block)."""
+    if path.suffix == GZIP_SUFFIX:
+        yield from _gzip_blocks(path, chunk_bytes)
+        return
     offset, size = 0, chunk_bytes
     with open(path, "rb") as handle:
         while True:
@@ -235,6 +253,31 @@ def _blocks(path: Path, chunk_bytes: int) -> Iterator[tuple[bytes, int]]:
                 if data.strip():
                     yield data, -1
                 return
+
+
+def _gzip_blocks(path: Path, chunk_bytes: int) -> Iterator[tuple[bytes, int]]:
+    """`_blocks` of a gzip-compressed stream, inflated as it is read (no seeking back: a gzip file can only rewind
+    to its start). An archive cut short yields what it holds, its last partial line as the torn tail, as a plain
+    file cut mid-line does; bytes that are not gzip are an OSError naming the file."""
+    carry = b""
+    inflate = zlib.decompressobj(wbits=31)  # 31: the deflate stream inside a gzip header and trailer
+    with open(path, "rb") as handle:
+        # A compressed read inflates to several times its size: read an eighth of a block at a time.
+        while packed := handle.read(max(1, chunk_bytes // 8)):
+            while packed:
+                try:
+                    carry += inflate.decompress(packed)
+                except zlib.error as exc:
+                    raise OSError(f"{path}: not a readable gzip stream ({exc})") from exc
+                packed = b""
+                if inflate.eof and inflate.unused_data:  # concatenated members, as `cat a.gz b.gz` makes
+                    packed, inflate = inflate.unused_data, zlib.decompressobj(wbits=31)
+            end = carry.rfind(b"\n") + 1
+            if end:
+                yield carry, end
+                carry = carry[end:]
+    if carry.strip():
+        yield carry, -1
 
 
 def iter_rows(path: str | os.PathLike, chunk_bytes: int = READ_CHUNK_BYTES) -> Iterator[dict]:

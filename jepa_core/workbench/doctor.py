@@ -24,7 +24,7 @@ from jepa_core.common.console import format_duration, json_terminal_safe, termin
 from jepa_core.config import RulesConfig
 from jepa_core.metrics import registry
 from jepa_core.metrics.reader import MetricsTable, read_metrics
-from jepa_core.metrics.stream import encode_row, iter_rows
+from jepa_core.metrics.stream import ARCHIVED_STREAM_NAME, STREAM_NAME, encode_row, iter_rows, stream_file
 from jepa_core.run import status as run_words
 
 __all__ = ["KEY_METRICS", "DoctorReport", "UnreadableRunError", "diagnose", "format_report", "doctor_main",
@@ -60,12 +60,12 @@ class DoctorReport:
 
 
 def resolve_metrics_path(run_path: str | Path) -> Path:
-    """RUN may be a run directory or a metrics.jsonl file."""
+    """RUN may be a run directory or a metrics file (metrics.jsonl, or metrics.jsonl.gz for an archived run)."""
     path = Path(run_path)
     if path.is_dir():
-        metrics = path / "metrics.jsonl"
+        metrics = stream_file(path)
         if not metrics.is_file():
-            raise UnreadableRunError(f"{metrics}: run directory has no metrics.jsonl")
+            raise UnreadableRunError(f"{metrics}: run directory has no {STREAM_NAME} (nor {ARCHIVED_STREAM_NAME})")
         return metrics
     if not path.exists():
         raise UnreadableRunError(f"{path}: no such run directory or metrics file")
@@ -152,7 +152,7 @@ def _key_metrics(scalars: pd.DataFrame, torn: int, bad: int) -> dict[str, Any]:
 
 
 def diagnose(run_path: str | Path, cfg: RulesConfig | None = None) -> DoctorReport:
-    """Read a run (directory or metrics.jsonl), re-run the rules, merge recorded alerts, summarise key metrics.
+    """Read a run (directory, metrics.jsonl or metrics.jsonl.gz), re-run the rules, merge recorded alerts, summarise key metrics.
 
     Raises UnreadableRunError (naming the path) when there is nothing to judge: missing, empty or all garbage.
     """
@@ -249,7 +249,7 @@ def doctor_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="jepa doctor",
                                      description="Health verdict and alerts of a run (exit 0 healthy, 1 alerts, "
                                                  "2 unreadable).")
-    parser.add_argument("run", help="run directory or metrics.jsonl file")
+    parser.add_argument("run", help="run directory, metrics.jsonl file, or an archived metrics.jsonl.gz")
     parser.add_argument("--json", action="store_true", help="print the report as one strict JSON object")
     args = parser.parse_args(argv)
     try:

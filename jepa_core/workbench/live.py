@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from jepa_core.metrics.stream import ALERT_COLUMNS
+from jepa_core.metrics.stream import ALERT_COLUMNS, STREAM_NAME, stream_file
 from jepa_core.run.status import LIVE
 from jepa_core.workbench.runs import run_info
 
@@ -42,10 +42,10 @@ class LiveRun:
         from jepa_core.metrics.reader import read_metrics
 
         self.path = Path(path)
-        self.metrics_path = self.path / "metrics.jsonl"
+        self.metrics_path = stream_file(self.path)  # an archived run's metrics.jsonl.gz is read once, never followed
         self.follower: MetricsFollower | None = None
         info = run_info(self.path)
-        if info.status in LIVE or not self.metrics_path.is_file():
+        if self.metrics_path.name == STREAM_NAME and (info.status in LIVE or not self.metrics_path.is_file()):
             self.follower = MetricsFollower(self.metrics_path)
             self.table = LiveTable(_empty_scalars(), _empty_alerts())
             self.poll()

@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
+from jepa_core.metrics.stream import GZIP_SUFFIX, iter_rows, stream_file
 from jepa_core.run import status as run_status_words
 from jepa_core.run.status import run_last_step, run_status
 
@@ -60,8 +61,8 @@ class RunSummary:
 
 
 def is_run_dir(path: Path) -> bool:
-    """A run directory holds at least a metrics stream or a meta.json."""
-    return path.is_dir() and ((path / "metrics.jsonl").is_file() or (path / "meta.json").is_file())
+    """A run directory holds at least a metrics stream (plain or archived) or a meta.json."""
+    return path.is_dir() and (stream_file(path).is_file() or (path / "meta.json").is_file())
 
 
 def read_json_file(path: Path) -> dict[str, Any]:
@@ -103,7 +104,10 @@ def read_meta_lenient(path: Path) -> tuple[dict[str, Any], list[str]]:
 
 
 def last_logged_step(metrics_path: Path) -> int | None:
-    """The `step` of the last complete line of metrics.jsonl, reading only the file's tail."""
+    """The `step` of the last complete line of metrics.jsonl, reading only the file's tail (an archive, which has no
+    tail to seek to, is read through: a finished run's, read once)."""
+    if metrics_path.suffix == GZIP_SUFFIX:
+        return _last_archived_step(metrics_path)
     try:
         with open(metrics_path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
@@ -124,10 +128,21 @@ def last_logged_step(metrics_path: Path) -> int | None:
     return None
 
 
+def _last_archived_step(path: Path) -> int | None:
+    """The last step of a gzipped stream (missing, or damaged beyond reading: none, as a stream with no line has)."""
+    last = None
+    try:
+        for row in iter_rows(path):
+            last = row["step"]
+    except OSError:  # FileNotFoundError included
+        return None
+    return last
+
+
 def run_info(path: Path) -> RunInfo:
     """Summarise one run directory for a picker (cheap: meta.json and the stream's tail)."""
     path = Path(path)
-    metrics = path / "metrics.jsonl"
+    metrics = stream_file(path)
     try:
         last_update: float | None = metrics.stat().st_mtime
     except FileNotFoundError:
@@ -210,7 +225,7 @@ def load_run_summary(path: str | Path, with_verdict: bool = True) -> RunSummary:
     if not isinstance(faults, list):
         faults = []
     verdict = None
-    if with_verdict and (path / "metrics.jsonl").is_file():
+    if with_verdict and stream_file(path).is_file():
         from jepa_core.workbench.doctor import (
             diagnose,  # imported late: the doctor pulls in the rule engine
         )
@@ -218,7 +233,7 @@ def load_run_summary(path: str | Path, with_verdict: bool = True) -> RunSummary:
         try:
             verdict = str(diagnose(path).verdict)
         except (ValueError, OSError) as exc:
-            problems.append(f"{path / 'metrics.jsonl'}: the doctor could not read it: {exc}")
+            problems.append(f"{stream_file(path)}: the doctor could not read it: {exc}")
     return RunSummary(
         name=str(meta.get("name") or path.name), path=path, status=info.status, steps=info.steps,
         config=config, meta=meta, duration_seconds=run_duration(meta, info.status, info.last_update),
@@ -302,7 +317,7 @@ def load_run_table(path: str | Path) -> tuple[Any, list[str]]:
     from jepa_core.metrics.reader import MetricsTable, read_metrics
     from jepa_core.metrics.stream import ALERT_COLUMNS
 
-    metrics = Path(path) / "metrics.jsonl"
+    metrics = stream_file(path)
     try:
         table = read_metrics(metrics)
     except FileNotFoundError:
