@@ -81,23 +81,27 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 # 17. the never-tuned `bigblocks` setting (all seeds), seeds 33-34 of latewarm (healthy and a grid) and of narrow and
 #    quick (healthy only), recorded with the rules still as frozen at a54701c and reported with round 16 as the
 #    test split: every target met. Read: a rule changed after it makes rounds 16-17 tuning data (FIRST_TEST_ROUND).
+# 18. the never-tuned `shallow` setting (all seeds), seeds 35-36 of bigblocks (healthy and a grid) and of narrow and
+#    defaults (healthy only), recorded with the rules still as frozen at a54701c and reported with rounds 16-17: three
+#    targets missed on `shallow` (a 2-block encoder's healthy first descent is 50-64% deep).
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
-               15: (29, 30), 16: (31, 32), 17: (33, 34)}
+               15: (29, 30), 16: (31, 32), 17: (33, 34), 18: (35, 36)}
 ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny", "wide"),
                        5: ("tiny", "momentum"), 6: ("sparse",), 7: ("blocks",),
                        8: ("batch32",), 10: ("batch32_fb",), 11: ("mse",),
                        12: ("smalldata",), 13: ("px48",), 14: ("deep",),
-                       15: ("warmup",), 16: ("narrow",), 17: ("latewarm",)}  # ... each grid cell once
+                       15: ("warmup",), 16: ("narrow",), 17: ("latewarm",),
+                       18: ("bigblocks",)}  # ... each grid cell once
 ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           6: ("quick", "calib"), 7: ("quick", "calib"),
                           8: ("quick", "momentum"), 10: ("quick", "holdout"),
                           11: ("quick", "calib"), 12: ("tiny", "blocks"),
                           13: ("quick", "calib"), 14: ("smalldata", "blocks"),
                           15: ("calib", "mse"), 16: ("momentum", "smalldata"),
-                          17: ("narrow", "quick")}  # ... healthy runs only
-TEST_ROUND = 17  # the newest round
+                          17: ("narrow", "quick"), 18: ("narrow", "defaults")}  # ... healthy runs only
+TEST_ROUND = 18  # the newest round
 # Every round since this one was recorded after the rules it tests were frozen, and no rule has changed since: each
 # is a test of the same rules. Move it to the next round when a rule or a label changes.
 FIRST_TEST_ROUND = 16
@@ -326,6 +330,23 @@ SETTINGS = (
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.32, 1.1, 3.2)), ("lr_blowup", (11.0, 55.0, 2500.0, 1e6)),
                         ("mask_leak", (0.3,)))),
+    # Never tuned on: a user who makes the encoder shallow (2 blocks, where every tuned setting had 4 or 6) and the
+    # predictor a single block, raises the lr to 1e-3 after a warm-up of 50 with the EMA momentum from 0.993, for 660
+    # steps, reading at cadences no other setting used: every 11 steps, the fixed batch every 33, covariance,
+    # parameter distance and weights health every 66, evaluation every 60. Onsets at a quarter, half and three
+    # quarters, each trained 165 steps on.
+    Setting("shallow", ("model.depth=2", "model.pred_depth=1", "optim.lr=1e-3", "optim.warmup_steps=50",
+                        "optim.steps=660", "ema.start=0.993",
+                        "diagnostics.basic_every_steps=11", "diagnostics.representation_every_steps=11",
+                        "diagnostics.mask_check_every_steps=11", "diagnostics.fixed_batch_every_steps=33",
+                        "diagnostics.covariance_every_steps=66", "diagnostics.param_distance_every_steps=66",
+                        "diagnostics.weights_health_every_steps=66", "diagnostics.eval_every_steps=60",
+                        "logging.checkpoint_every_steps=165"),
+            660, (165, 330, 495), 165, "tiny with a 2-block encoder and a 1-block predictor, lr 1e-3, warm-up 50, EMA "
+            "from 0.993, the fixed batch every 33 steps, cadences 11/66, 660 steps (never tuned on)", round=18,
+            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
+            magnitudes=(("collapse", (0.22, 0.7, 2.8)), ("lr_blowup", (14.0, 60.0, 1200.0, 1e6)),
+                        ("mask_leak", (0.12,)))),
 )
 SETTING = {s.name: s for s in SETTINGS}
 

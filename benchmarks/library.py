@@ -6,7 +6,8 @@ rules last changed are the test split (cases.py holds the settings, the faults a
 branched from its healthy run at the onset's checkpoint: batches, masks and schedules are pure functions of the step,
 so up to the onset it is the healthy run, bit for bit, and only the steps after the onset cost anything to train.
 Each case is thinned (metric rows only, no run-time noise, six significant digits) into
-data/library/<setting>/<case>/ with its config.toml and a case.json.
+data/library/<setting>/<case>/metrics.jsonl.gz with its config.toml and a case.json. The stream is gzipped (a sixth
+of its size; `jepa doctor` reads it as it is) so that the library can keep growing inside the repository's 30 MiB.
 
     python benchmarks/library.py --list                 # what is recorded, what is missing
     python benchmarks/library.py --train --jobs 2       # train what is missing; resumable, one thread per job
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import gzip
 import json
 import math
 import os
@@ -43,6 +45,7 @@ WORK = REPO / "runs" / "library-work"
 # Every library run: one thread (jobs run side by side), no tensorboard, no PNGs, every checkpoint kept to branch from.
 RUN_OVERRIDES = ("runtime.num_threads=1", "runtime.device='cpu'", "logging.tensorboard=false",
                  "logging.progress_bar=false", "logging.keep_checkpoints=0", "eval.artifacts=false")
+RECORD_STREAM = "metrics.jsonl.gz"  # a record's metric rows: gzip, level 9, no timestamp (the same rows, the same bytes)
 POLL_SECONDS = 2.0  # how often the scheduler looks at its training processes
 DROPPED_PREFIXES = ("time/", "system/", "memory/")  # machine noise, not training
 # Facts the config and the other metrics already hold, which nothing reads (not the benchmark, not `jepa doctor`):
@@ -117,7 +120,8 @@ def record(case: Case, run_dir: Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     rows = thin_rows(list(iter_rows(run_dir / "metrics.jsonl")), case.onset, read_keys())
-    (tmp / "metrics.jsonl").write_text("\n".join(map(encode_row, rows)) + "\n", encoding="utf-8")
+    text = "\n".join(map(encode_row, rows)) + "\n"
+    (tmp / RECORD_STREAM).write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
     config = [('runs_dir = "runs"' if ln.startswith("runs_dir = ") else ln)
               for ln in (run_dir / "config.toml").read_text().splitlines()]
     (tmp / "config.toml").write_text("\n".join(config) + "\n")
@@ -136,7 +140,7 @@ def load_case(case_dir: Path) -> tuple[dict, list[dict]]:
     from jepa_core.metrics.stream import iter_rows  # noqa: PLC0415
 
     info = json.loads((case_dir / "case.json").read_text())
-    return info, [r for r in iter_rows(case_dir / "metrics.jsonl") if "event" not in r]
+    return info, [r for r in iter_rows(case_dir / RECORD_STREAM) if "event" not in r]
 
 
 # ------------------------------------------------------------------------------------------------------ training

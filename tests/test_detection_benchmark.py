@@ -115,12 +115,12 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     assert (cases["narrow/collapse_0.25_at175_s0"].round, cases["narrow/collapse_0.25_at175_s0"].split) == (
         15, "tune")
     assert all(c.split == "tune" for r in range(2, 16) for c in LIBRARY.round_cases(r))
-    # Round 16 was read, but no rule or label changed after it: it is a test of the same rules as round 17.
-    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (16, 17)
-    assert all(c.split == "test" for r in (16, 17) for c in LIBRARY.round_cases(r))
+    # Rounds 16 and 17 were read, but no rule or label changed after them: they test the same rules as round 18.
+    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (16, 18)
+    assert all(c.split == "test" for r in (16, 17, 18) for c in LIBRARY.round_cases(r))
 
 
-@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17])
+@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18])
 def test_a_round_can_add_healthy_runs_only_on_some_settings(round_):
     cases = LIBRARY.round_cases(round_)
     for name in LIBRARY.ROUND_HEALTHY_SETTINGS[round_]:
@@ -185,7 +185,11 @@ def test_a_branch_is_its_parent_up_to_the_onset_and_carries_the_fault(tmp_path, 
     healthy = {r["step"]: r for r in p_rows if r["step"] > 3 and "loss" in r}
     assert sorted(after) == [4, 5] and after[5]["loss"] != healthy[5]["loss"]  # update 4 was the first faulty one
     assert not any(k.startswith(("time/", "system/")) for r in b_rows for k in r)  # thinned
-    assert all(r.get("event") is None for r in iter_rows(LIBRARY.record_dir(branch) / "metrics.jsonl"))
+    stream = LIBRARY.record_dir(branch) / LIBRARY.RECORD_STREAM
+    assert all(r.get("event") is None for r in iter_rows(stream))
+    once = stream.read_bytes()
+    LIBRARY.record(branch, LIBRARY._work_dir(branch))  # recorded again, as a fresh machine would: the same bytes
+    assert stream.read_bytes() == once
 
 
 # ------------------------------------------------------------------------------------------- labels and baselines
@@ -372,7 +376,7 @@ def test_library_stays_small_and_holds_only_recorded_cases():
     known = {c.key for c in LIBRARY.all_cases()}
     for case_dir in RECORDED:
         assert f"{case_dir.parent.name}/{case_dir.name}" in known, case_dir
-        assert {p.name for p in case_dir.iterdir()} == {"case.json", "config.toml", "metrics.jsonl"}
+        assert {p.name for p in case_dir.iterdir()} == {"case.json", "config.toml", LIBRARY.RECORD_STREAM}
 
 
 def test_a_fault_record_is_judged_as_its_whole_stream():
@@ -404,7 +408,7 @@ def test_recorded_case_is_what_the_library_would_train_now(case_dir):
     info = json.loads((case_dir / "case.json").read_text())
     assert (info["split"], info["onset"], info["fault"]) == (case.split, case.onset, case.fault)
     assert info["status"] in ("finished", "stopped", "diverged")
-    rows = [r for r in iter_rows(case_dir / "metrics.jsonl")]
+    rows = [r for r in iter_rows(case_dir / LIBRARY.RECORD_STREAM)]
     # The stream reaches the run's last step, or its last reading before it: `latewarm`'s windows of 180 steps end
     # between two readings every 16 steps (360, 540).
     assert rows[0]["step"] == 0
