@@ -126,7 +126,7 @@ def _(charts, md_text, mo, primary, problems_markdown, runs):
     _alerts = charts.alert_table(primary.table)
     _steps = "?" if _info.steps is None else _info.steps
     _following = "following live" if primary.follower is not None else "read once (ended)"
-    _problems = runs.load_run_summary(primary.path, with_verdict=False).problems
+    _problems = runs.load_run_summary(primary.path, with_verdict=False).problems + primary.problems
     _header = mo.md(
         f"## {md_text(primary.name)}\n"
         f"status **{md_text(_info.status)}**, last step **{_steps}**, {len(primary.table.scalars)} rows, "

@@ -254,3 +254,6 @@ def test_an_archived_run_is_listed_summarised_and_shown_as_its_plain_form_is(tmp
     (archived / "metrics.jsonl.gz").write_bytes(b"plain text under a .gz name\n")
     assert runs.last_logged_step(archived / "metrics.jsonl.gz") is None
     assert "not a readable gzip stream" in runs.load_run_table(archived)[1][0]
+    damaged = LiveRun(archived)  # the monitor opens it with the damage named, not a traceback
+    assert damaged.table.scalars.empty and "metrics.jsonl.gz" in damaged.problems[0]
+    assert "not a readable gzip stream" in damaged.problems[0]

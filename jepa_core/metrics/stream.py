@@ -12,6 +12,7 @@ the detection library), whole; a live file is always plain.
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import zlib
@@ -268,7 +269,7 @@ def _gzip_blocks(path: Path, chunk_bytes: int) -> Iterator[tuple[bytes, int]]:
                 try:
                     carry += inflate.decompress(packed)
                 except zlib.error as exc:
-                    raise OSError(f"{path}: not a readable gzip stream ({exc})") from exc
+                    raise OSError(errno.EINVAL, f"not a readable gzip stream ({exc})", str(path)) from exc
                 packed = b""
                 if inflate.eof and inflate.unused_data:  # concatenated members, as `cat a.gz b.gz` makes
                     packed, inflate = inflate.unused_data, zlib.decompressobj(wbits=31)

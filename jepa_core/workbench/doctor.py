@@ -162,7 +162,7 @@ def diagnose(run_path: str | Path, cfg: RulesConfig | None = None) -> DoctorRepo
         engine = RuleEngine(cfg)
         fresh = engine.run(row for row in iter_rows(path) if "event" not in row)
     except OSError as exc:
-        raise UnreadableRunError(f"{path}: cannot read: {exc}") from exc
+        raise UnreadableRunError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     if table.scalars.empty and table.alerts.empty:
         if table.bad_lines:
             line, reason = table.bad_lines[0]

@@ -10,7 +10,7 @@ import pandas as pd
 
 from jepa_core.metrics.stream import ALERT_COLUMNS, STREAM_NAME, stream_file
 from jepa_core.run.status import LIVE
-from jepa_core.workbench.runs import run_info
+from jepa_core.workbench.runs import load_run_table, run_info
 
 
 
@@ -39,18 +39,18 @@ class LiveRun:
 
     def __init__(self, path: str | Path) -> None:
         from jepa_core.metrics.follower import MetricsFollower
-        from jepa_core.metrics.reader import read_metrics
 
         self.path = Path(path)
         self.metrics_path = stream_file(self.path)  # an archived run's metrics.jsonl.gz is read once, never followed
         self.follower: MetricsFollower | None = None
+        self.problems: list[str] = []  # a stream read once that could not be read (all of it) says so here
         info = run_info(self.path)
         if self.metrics_path.name == STREAM_NAME and (info.status in LIVE or not self.metrics_path.is_file()):
             self.follower = MetricsFollower(self.metrics_path)
             self.table = LiveTable(_empty_scalars(), _empty_alerts())
             self.poll()
         else:
-            table = read_metrics(self.metrics_path)
+            table, self.problems = load_run_table(self.path)
             self.table = LiveTable(table.scalars, table.alerts)
 
     @property
