@@ -46,7 +46,7 @@ WORK = REPO / "runs" / "library-work"
 # Every library run: one thread (jobs run side by side), no tensorboard, no PNGs, every checkpoint kept to branch from.
 RUN_OVERRIDES = ("runtime.num_threads=1", "runtime.device='cpu'", "logging.tensorboard=false",
                  "logging.progress_bar=false", "logging.keep_checkpoints=0", "eval.artifacts=false")
-RECORD_STREAM = "metrics.jsonl.gz"  # a record's metric rows: gzip, level 9, no timestamp (the same rows, the same bytes)
+RECORD_STREAM = "metrics.jsonl.gz"  # a record's rows: gzip, level 9, no timestamp (the same rows, the same bytes)
 POLL_SECONDS = 2.0  # how often the scheduler looks at its training processes
 DROPPED_PREFIXES = ("time/", "system/", "memory/")  # machine noise, not training
 # Facts the config and the other metrics already hold, which nothing reads (not the benchmark, not `jepa doctor`):

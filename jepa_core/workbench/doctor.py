@@ -152,7 +152,8 @@ def _key_metrics(scalars: pd.DataFrame, torn: int, bad: int) -> dict[str, Any]:
 
 
 def diagnose(run_path: str | Path, cfg: RulesConfig | None = None) -> DoctorReport:
-    """Read a run (directory, metrics.jsonl or metrics.jsonl.gz), re-run the rules, merge recorded alerts, summarise key metrics.
+    """Read a run (directory, metrics.jsonl or metrics.jsonl.gz), re-run the rules, merge recorded alerts, summarise
+    key metrics.
 
     Raises UnreadableRunError (naming the path) when there is nothing to judge: missing, empty or all garbage.
     """
