@@ -5,8 +5,7 @@ magnitudes x onsets (early, middle, late) on the settings that have onsets. Reco
 rules last changed are the test split (cases.py holds the faults, the rounds and the cases; library_settings.py the
 settings). A fault run is branched from its healthy run at the onset's checkpoint: batches, masks and schedules are
 pure functions of the step, so up to the onset it is the healthy run, bit for bit, and only the steps after the onset
-cost anything to train.
-Each case is thinned (metric rows only, no run-time noise, six significant digits) into
+cost anything to train. Each case is thinned (metric rows only, no run-time noise, six significant digits) into
 data/library/<setting>/<case>/metrics.jsonl.gz with its config.toml and a case.json. The stream is gzipped (a sixth
 of its size; `jepa doctor` reads it as it is) so that the library can keep growing inside the repository's 30 MiB.
 

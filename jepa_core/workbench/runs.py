@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
-from jepa_core.metrics.stream import GZIP_SUFFIX, iter_rows, stream_file
+from jepa_core.metrics.stream import GZIP_SUFFIX, _blocks, stream_file  # _blocks: as jepa_core.metrics.reader
 from jepa_core.run import status as run_status_words
 from jepa_core.run.status import run_last_step, run_status
 
@@ -105,18 +105,12 @@ def read_meta_lenient(path: Path) -> tuple[dict[str, Any], list[str]]:
 
 def last_logged_step(metrics_path: Path) -> int | None:
     """The `step` of the last complete line of metrics.jsonl, reading only the file's tail (an archive, which has no
-    tail to seek to, is read through: a finished run's, read once)."""
-    if metrics_path.suffix == GZIP_SUFFIX:
-        return _last_archived_step(metrics_path)
+    tail to seek to, is inflated through once, keeping only its last block)."""
     try:
-        with open(metrics_path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - _TAIL_BYTES))
-            tail = fh.read()
+        tail = _archive_tail(metrics_path) if metrics_path.suffix == GZIP_SUFFIX else _file_tail(metrics_path)
     except FileNotFoundError:
         return None
-    # The last line may be torn (a crash mid-write): only lines ending in a newline count.
+    # The last line may be torn (a crash mid-write, a copy cut short): only lines ending in a newline count.
     complete = tail[: tail.rfind(b"\n") + 1].splitlines()
     for raw in reversed(complete):
         try:
@@ -128,15 +122,24 @@ def last_logged_step(metrics_path: Path) -> int | None:
     return None
 
 
-def _last_archived_step(path: Path) -> int | None:
-    """The last step of a gzipped stream (missing, or damaged beyond reading: none, as a stream with no line has)."""
-    last = None
+def _file_tail(path: Path) -> bytes:
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        fh.seek(max(0, size - _TAIL_BYTES))
+        return fh.read()
+
+
+def _archive_tail(path: Path) -> bytes:
+    """The last whole lines of a gzipped stream, through the readers' own block reader (missing, or not gzip: none)."""
+    tail = b""
     try:
-        for row in iter_rows(path):
-            last = row["step"]
-    except OSError:  # FileNotFoundError included
-        return None
-    return last
+        for data, end in _blocks(path, _TAIL_BYTES):
+            if end > 0:
+                tail = data[:end]
+    except OSError:
+        return b""
+    return tail
 
 
 def run_info(path: Path) -> RunInfo:
