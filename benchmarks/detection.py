@@ -34,7 +34,8 @@ round 6 the copy test also asked for INVARIANT_READINGS readings, which at a par
 
 Otherwise benign. A harmful run must be caught (an alert of any severity after the onset), and before both baselines
 unless it is blunt: the loss itself shows it at its first reading after the onset (a divergence to NaN/Inf, a target
-swapped for the online encoder mid-run), where a tie is the best any signal can do. A warning on a benign run is
+swapped for the online encoder mid-run), where a tie is the best any signal can do; since round 20, its first reading
+that the fault could have changed (a row equal to the healthy run's in every value saw nothing of it). A warning on a benign run is
 allowed and counted; a critical alert on a benign or healthy run is a false alarm. Two baselines are computed
 from the same stream: loss-only (a person watching the loss curve: the first non-finite loss, or a robust z-score
 spike LOSS_Z scales above its running level) and evaluation (the first kNN accuracy EVAL_BASELINE_MARGIN
@@ -68,6 +69,7 @@ from jepa_core.alerts.detectors import RobustBaseline  # noqa: E402
 from jepa_core.alerts.base import Alert
 from jepa_core.config import RulesConfig
 from jepa_core.alerts.engine import evaluate_rows  # noqa: E402
+from jepa_core.workbench.doctor import run_feature_dim  # noqa: E402
 
 # Evaluation harm: a fall of EVAL_MARGIN below the run's best reading. It was 4 points until round 7, whose healthy
 # quick seed 15 read kNN 4.05 points below an early peak while its probe climbed (the deepest healthy fall in 103
@@ -236,9 +238,9 @@ class Judgement:
 
     @property
     def blunt(self) -> bool:
-        """A fault the loss shows at its very first reading after the onset (a divergence to NaN/Inf, a target
-        swapped for the online encoder mid-run): no signal can come earlier than that row, so a tie with the
-        loss-only watcher is the best case and being caught is the target."""
+        """A fault the loss shows at its very first reading after the onset that the fault could have changed (a
+        divergence to NaN/Inf, a target swapped for the online encoder mid-run): no signal can come earlier than
+        that row, so a tie with the loss-only watcher is the best case and being caught is the target."""
         if self.harm_why is not None and self.harm_why.endswith("non-finite"):
             return True
         return self.loss_step is not None and self.loss_step == self.first_loss_reading
@@ -265,7 +267,7 @@ class Judgement:
 def judge(case_dir: Path, rules: RulesConfig | None = None) -> Judgement:
     info, rows = load_case(case_dir)
     onset = info["onset"]
-    alerts = evaluate_rows(rows, rules)
+    alerts = evaluate_rows(rows, rules, run_feature_dim(case_dir))  # the record keeps its run's config.toml
     after = -1 if onset is None else onset  # rows at step s describe the state after update s
     # A healthy run is judged by the same definition from its first reading: it must come out benign, or the
     # definition (not the rules) is wrong; the summary reports it as a check of the labels.
@@ -277,11 +279,24 @@ def judge(case_dir: Path, rules: RulesConfig | None = None) -> Judgement:
                                     f"`python benchmarks/library.py --train`)")
         healthy = load_case(parent)[1]
     harm_step, why = harm(rows, after, healthy)
-    first_loss = next((r["step"] for r in rows if r["step"] > after and "loss" in r), None)
+    # The first loss reading that the fault could have changed: one whose row still equals the run without the fault
+    # in every logged value saw nothing of it (round 19's depth3 lr x1800 from update 480 read the same at 481, to
+    # the last digit, and wrecked the run by the next reading at 494), so no signal could be earlier there.
+    same = {} if healthy is None else {r["step"]: r for r in healthy}
+    first_loss = next((r["step"] for r in rows if r["step"] > after and "loss" in r
+                       and not _unchanged(r, same.get(r["step"]))), None)
     split = Case(info["setting"], info["seed"]).split  # the library's current split, not the one at recording
     return Judgement(f"{info['setting']}/{case_dir.name}", split, info["fault"], onset, harm_step, why,
                      [a for a in alerts if a.step > after], loss_baseline_step(rows, after),
                      eval_baseline_step(rows, after), first_loss)
+
+
+def _unchanged(row: dict, healthy_row: dict | None) -> bool:
+    """Whether a fault run's row holds exactly the values of the healthy run's row at the same step."""
+    if healthy_row is None:
+        return False
+    keys = set(row) - {"step", "attempt"}
+    return keys == set(healthy_row) - {"step", "attempt"} and all(row[k] == healthy_row[k] for k in keys)
 
 
 def library_cases(root: Path = LIBRARY) -> list[Path]:

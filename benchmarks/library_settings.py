@@ -264,5 +264,22 @@ SETTINGS = (
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.27, 0.85, 2.6)), ("lr_blowup", (13.0, 65.0, 1800.0, 1e6)),
                         ("mask_leak", (0.18,)))),
+    # Never tuned on: a second 2-block encoder (after `shallow`), this one 112 wide (four heads of 28) with the tiny
+    # 2-block predictor, batch 56, lr 9e-4 after a warm-up of 60, the EMA momentum from 0.994, for 600 steps, reading
+    # at cadences no other setting used: every 12 steps, the fixed batch every 30, covariance, parameter distance and
+    # weights health every 60, evaluation every 50. Onsets at a quarter, half and three quarters, each trained 150
+    # steps on.
+    Setting("twoblock", ("model.depth=2", "model.embed_dim=112", "optim.batch_size=56", "optim.lr=9e-4",
+                         "optim.warmup_steps=60", "optim.steps=600", "ema.start=0.994",
+                         "diagnostics.basic_every_steps=12", "diagnostics.representation_every_steps=12",
+                         "diagnostics.mask_check_every_steps=12", "diagnostics.fixed_batch_every_steps=30",
+                         "diagnostics.covariance_every_steps=60", "diagnostics.param_distance_every_steps=60",
+                         "diagnostics.weights_health_every_steps=60", "diagnostics.eval_every_steps=50",
+                         "logging.checkpoint_every_steps=150"),
+            600, (150, 300, 450), 150, "tiny with a 2-block encoder 112 wide, batch 56, lr 9e-4, warm-up 60, EMA from "
+            "0.994, the fixed batch every 30 steps, cadences 12/60, 600 steps (never tuned on)", round=20,
+            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
+            magnitudes=(("collapse", (0.25, 0.9, 2.4)), ("lr_blowup", (12.0, 70.0, 1500.0, 1e6)),
+                        ("mask_leak", (0.15,)))),
 )
 SETTING = {s.name: s for s in SETTINGS}

@@ -12,7 +12,9 @@ import pytest
 from benchmark_util import load_benchmark
 from jepa_core.config import FaultsConfig, RulesConfig, apply_overrides, load_config, preset
 from jepa_core.alerts.base import Alert
+from jepa_core.alerts.engine import evaluate_rows
 from jepa_core.metrics.stream import iter_rows
+from jepa_core.workbench.doctor import run_feature_dim
 from test_detection import SMALL
 
 LIBRARY = load_benchmark("library")
@@ -114,13 +116,16 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
         14, "tune")
     assert (cases["narrow/collapse_0.25_at175_s0"].round, cases["narrow/collapse_0.25_at175_s0"].split) == (
         15, "tune")
-    assert all(c.split == "tune" for r in range(2, 16) for c in LIBRARY.round_cases(r))
-    # Rounds 16-18 were read, but no rule or label changed after them: they test the same rules as round 19.
-    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (16, 19)
-    assert all(c.split == "test" for r in (16, 17, 18, 19) for c in LIBRARY.round_cases(r))
+    assert (cases["shallow/collapse_0.7_at165_s1"].round, cases["shallow/collapse_0.7_at165_s1"].split) == (
+        18, "tune")
+    # Rounds 16-19 tested the rules of a54701c; the rules changed after round 19 was read (rank_collapse's floor,
+    # the fixed-batch trend's span), so they are tuning data and round 20 alone is the test split.
+    assert all(c.split == "tune" for r in range(2, 20) for c in LIBRARY.round_cases(r))
+    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (20, 20)
+    assert all(c.split == "test" for c in LIBRARY.round_cases(20))
 
 
-@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19])
+@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20])
 def test_a_round_can_add_healthy_runs_only_on_some_settings(round_):
     cases = LIBRARY.round_cases(round_)
     for name in LIBRARY.ROUND_HEALTHY_SETTINGS[round_]:
@@ -420,7 +425,11 @@ def test_recorded_case_is_what_the_library_would_train_now(case_dir):
 # label's last-reading clause (after round 14): a `smalldata` collapse inside the first descent, until then called
 # benign, that the rules see at step 200 with the evaluation baseline. One fixed fails
 # test_the_rules_meet_every_target_on_the_tuning_split until it is taken off the list; one new fails it too.
-KNOWN_TUNING_MISSES: list[str] = ["smalldata/collapse_0.6_at125_s23 not before eval"]
+# Two healthy runs of rounds 18-19 whose evaluation fell past the label's margin (a healthy run has no run without
+# the fault to be compared with): `quick` seed 37's kNN 5.7 points below an early best while its probe climbed, and
+# `shallow` seed 1's probe 6.1 points below its best. They are misses of the label, not of the rules.
+KNOWN_TUNING_MISSES: list[str] = ["smalldata/collapse_0.6_at125_s23 not before eval",
+                                  "quick/healthy_s37 labelled harmful", "shallow/healthy_s1 labelled harmful"]
 
 
 def test_a_collapse_continuing_the_early_descent_is_caught_by_its_pace_at_any_fixed_batch_cadence():
@@ -479,9 +488,12 @@ def test_the_first_descent_hold_waits_out_deep_healthy_descents_and_not_a_long_o
     # The healthy warnings of rounds 11 and 12, trend breaks inside first descents 24.5%, 27.8% and 22.3% deep:
     # held to 30% they are silent. Tiny seed 2's collapse from step 800 falls inside a descent that lasted 1,160
     # steps without ever reaching 30%: the time bound lets the warning through, before its harm.
+    # (Since round 20 the fixed-batch trend also waits for its readings to span 100 steps, which alone silences two
+    # of them; without that wait the hold is what keeps all three silent.)
     for name in ("quick/healthy_s21", "smalldata/healthy_s3", "px48/healthy_s4"):
         assert DETECTION.judge(LIBRARY.LIBRARY / name).alerts == [], name
-        shallow = DETECTION.judge(LIBRARY.LIBRARY / name, RulesConfig(first_descent_fall=0.22))
+        shallow = DETECTION.judge(LIBRARY.LIBRARY / name,
+                                  RulesConfig(first_descent_fall=0.22, fixed_batch_trend_min_steps=0))
         assert [a.rule for a in shallow.alerts] == ["variance_collapse"], name
     case = LIBRARY.LIBRARY / "tiny/collapse_0.3_at800_s2"
     bounded = DETECTION.judge(case)
@@ -489,6 +501,50 @@ def test_the_first_descent_hold_waits_out_deep_healthy_descents_and_not_a_long_o
     assert DETECTION.judge(case, RulesConfig(first_descent_max_steps=0, steady_trend_confirms=False)).first is None
     # Since round 16 the per-batch fall that breaks its trend too is caught without the bound, 30 steps later.
     assert DETECTION.judge(case, RulesConfig(first_descent_max_steps=0)).first == bounded.first + 30
+
+
+SHALLOW_COLLAPSES = {"shallow/collapse_0.22_at165_s0": 264, "shallow/collapse_0.22_at165_s37": 330,
+                     "shallow/collapse_0.7_at165_s1": 264, "shallow/collapse_2.8_at165_s2": 264}
+
+
+def test_collapses_that_continue_a_deep_first_descent_are_caught_by_the_rank_floor():
+    # Rounds 18-19: on the 2-block `shallow` encoder, collapses from step 165 continue the healthy first descent at
+    # its own pace; no trend breaks and no level rested before them. The patch tokens' rank below 8% of the 96
+    # dimensions is what catches them (after their harm, and before both baselines, which never see them).
+    for name, step in SHALLOW_COLLAPSES.items():
+        judged = DETECTION.judge(LIBRARY.LIBRARY / name)
+        assert judged.harmful and judged.loss_step is None and judged.eval_step is None, name
+        assert [(a.rule, a.step, a.metric) for a in judged.alerts] == [
+            ("rank_collapse", step, "target/token_effective_rank")], name
+        assert judged.alerts[0].value < 0.08 * 96 and "dimensions" in judged.alerts[0].message
+        assert DETECTION.judge(LIBRARY.LIBRARY / name, RulesConfig(rank_floor_fraction=0)).alerts == [], name
+    # The width comes from the record's config.toml: without it the floor is off.
+    name = next(iter(SHALLOW_COLLAPSES))
+    _, rows = LIBRARY.load_case(LIBRARY.LIBRARY / name)
+    assert evaluate_rows(rows) == [] and evaluate_rows(rows, feature_dim=96)
+    assert run_feature_dim(LIBRARY.LIBRARY / name) == 96
+
+
+def test_a_deep_healthy_first_descent_is_not_judged_before_the_fixed_batch_trend_knows_a_pace():
+    # The fixed-batch trend's third reading on `shallow` (every 33 steps) is at 132, inside a healthy first descent
+    # 50-64% deep: it learnt the descent as noise and warned (5 of 7 healthy runs). Waiting until its readings span
+    # 100 steps silences all five.
+    for seed in (0, 1, 2, 3, 38):
+        case = LIBRARY.LIBRARY / f"shallow/healthy_s{seed}"
+        assert DETECTION.judge(case).alerts == [], seed
+        early = DETECTION.judge(case, RulesConfig(fixed_batch_trend_min_steps=0)).alerts
+        assert [(a.rule, a.metric) for a in early] == [("variance_collapse", "target/fixed_batch_std_mean")], seed
+        assert early[0].step in (132, 165)
+
+
+def test_a_first_reading_the_fault_left_unchanged_does_not_count_against_blunt():
+    # depth3's lr x1800 from update 480: its row at 481 equals the healthy run's in every value; by 494 the loss has
+    # quadrupled. No signal could be earlier than 494, so the tie with the loss is the blunt case's best.
+    judged = DETECTION.judge(LIBRARY.LIBRARY / "depth3/lr_blowup_1800_at480_s4")
+    assert (judged.first_loss_reading, judged.loss_step, judged.first) == (494, 494, 494) and judged.blunt
+    # ... while a fault whose first reading already differs keeps that reading (the library's usual case).
+    other = DETECTION.judge(LIBRARY.LIBRARY / "depth3/lr_blowup_1800_at320_s2")
+    assert other.first_loss_reading == 325 and other.blunt
 
 
 def test_a_fall_the_healthy_run_makes_too_is_not_harm_but_a_run_left_behind_is():

@@ -6,7 +6,9 @@ was moving (`TrendBreak`) or leave the level where it last rested (`FallFromStab
 its first step). Both variance rules hold their warnings while the run is in its first descent (every healthy
 run's early fall of the target's spread, `FirstDescent`) until the fall is deeper than healthy ones go.
 `false_comfort` is a combination only a failure produced in the detection library: variance and rank collapsing at
-once while predictions still match the targets.
+once while predictions still match the targets. `rank_collapse` also has a floor that needs no history: the patch
+tokens' rank below a small fraction of the features' width, for a collapse that continues a deep first descent at
+its own pace, where every reference above is the descent itself.
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ class Trend:
     """
 
     def __init__(self, cfg: RulesConfig, threshold: float, rising: bool = False,
-                 min_innovations: int = TrendBreak.min_innovations) -> None:
+                 min_innovations: int = TrendBreak.min_innovations, min_span_steps: float = 0.0) -> None:
         self.rising = rising
         self.detector = TrendBreak(cfg.trend_level_steps, cfg.trend_slope_steps, cfg.trend_drift, threshold,
                                    clip=cfg.trend_clip, min_scale=cfg.trend_min_scale,
-                                   scale_alpha=cfg.trend_scale_alpha, min_innovations=min_innovations)
+                                   scale_alpha=cfg.trend_scale_alpha, min_innovations=min_innovations,
+                                   min_span_steps=min_span_steps)
 
     def update(self, step: int, value: float) -> bool:
         x = math.log(max(value, 1e-30))
@@ -87,10 +90,12 @@ class TrendRule(RuleBase):
     `message(metric, value, step, trend, severity)`: what the alert says to check."""
 
     def __init__(self, cfg: RulesConfig, thresholds: dict[str, float],
-                 innovations: dict[str, int] | None = None) -> None:
+                 innovations: dict[str, int] | None = None, spans: dict[str, float] | None = None) -> None:
         super().__init__(cfg)
         fewer = innovations or {}  # metrics whose trend may judge after fewer innovations than the default
-        self.trends = {metric: Trend(cfg, threshold, min_innovations=fewer.get(metric, TrendBreak.min_innovations))
+        span = spans or {}
+        self.trends = {metric: Trend(cfg, threshold, min_innovations=fewer.get(metric, TrendBreak.min_innovations),
+                                     min_span_steps=span.get(metric, 0.0))
                        for metric, threshold in thresholds.items()}
         self.watches = frozenset(thresholds)
         self.breaking: set[str] = set()
@@ -130,7 +135,8 @@ class VarianceCollapseRule(TrendRule):
         # distance cadence of 100 steps the fourth reading after warm-up, where the others start, is step 400.
         super().__init__(cfg, {"target/std_mean": cfg.variance_break, "target/std_l2n": cfg.variance_break,
                                "target/fixed_batch_std_mean": cfg.fixed_batch_variance_break},
-                         innovations={"target/fixed_batch_std_mean": cfg.fixed_batch_trend_innovations})
+                         innovations={"target/fixed_batch_std_mean": cfg.fixed_batch_trend_innovations},
+                         spans={"target/fixed_batch_std_mean": cfg.fixed_batch_trend_min_steps})
         self.first_descent = FirstDescentGate(cfg)  # reads the fixed-batch std, already among the watched metrics
 
     def update(self, row: dict) -> list[Alert]:
@@ -252,11 +258,34 @@ class SteadyCollapseRule(RuleBase):
 
 
 class RankCollapseRule(TrendRule):
-    name = "rank_collapse"
+    """Both ranks against their own trends, and the patch tokens' rank against the features' width: a floor that
+    needs no history, for a collapse that continues a run's own first descent at its own pace (no trend breaks, and
+    no level rested before it). It reads `feature_dim`, the width of the target's features (model.embed_dim), which
+    the stream does not carry: without it (None) only the trends judge."""
 
-    def __init__(self, cfg: RulesConfig) -> None:
-        super().__init__(cfg, {"target/token_effective_rank": cfg.rank_break,
-                               "target/effective_rank": cfg.pooled_rank_break})
+    name = "rank_collapse"
+    token_metric = "target/token_effective_rank"
+
+    def __init__(self, cfg: RulesConfig, feature_dim: int | None = None) -> None:
+        super().__init__(cfg, {self.token_metric: cfg.rank_break, "target/effective_rank": cfg.pooled_rank_break})
+        self.floor = (cfg.rank_floor_fraction * feature_dim
+                      if feature_dim is not None and feature_dim > 0 and cfg.rank_floor_fraction > 0 else None)
+
+    def update(self, row: dict) -> list[Alert]:
+        alerts = super().update(row)
+        value = self._settled_reading(row, self.token_metric) if self.floor is not None else None
+        if value is None or self.floor is None:
+            return alerts
+        below = value < self.floor
+        # Its own episode (the trend's gate key is the metric itself); a trend alert on this row already says it.
+        if self.gate.observe(f"{self.token_metric} floor", below, 1) and not alerts:
+            alerts.append(self._alert(row["step"], "warning", self.token_metric, value, (
+                f"rank collapse: {self.token_metric} = {fmt(value)} at step {row['step']}, below "
+                f"{fmt(self.floor)} ({fmt(100 * self.cfg.rank_floor_fraction)}% of the features' "
+                f"{fmt(self.floor / self.cfg.rank_floor_fraction)} dimensions): the patch features span only a few "
+                "directions. Check first any extra loss term, the EMA momentum and the learning rate; compare "
+                "target/std_mean, which shrinks with it.")))
+        return alerts
 
     def message(self, metric: str, value: float, step: int, trend: Trend, severity: str) -> str:
         return (f"rank collapse: {metric} = {fmt(value)} at step {step}, falling faster than its own trend "

@@ -141,7 +141,9 @@ class TrendBreak:
     min_scale: float = 0.01  # floor of the innovation scale (a 1% move in log units)
     scale_alpha: float = 0.1
     min_innovations: int = 3  # innovations the noise scale learns from before the CUSUM adds anything
+    min_span_steps: float = 0.0  # ... and the steps its readings must span (the pace needs time, not only readings)
     level: float | None = None
+    first_step: int | None = None
     slope: float = 0.0
     scale: float = 0.0
     last_step: int | None = None
@@ -159,13 +161,13 @@ class TrendBreak:
         """Learn from the reading at `step`; True while the accumulated shortfall is at or above the threshold."""
         self.count += 1
         if self.level is None or self.last_step is None:
-            self.level, self.last_step = x, step
+            self.level, self.last_step, self.first_step = x, step, step
             return False
         dt = step - self.last_step
         if dt <= 0:
             return self.total >= self.threshold
         z = self.z(step, x)
-        if self.count > self.min_innovations:  # the noise scale needs a few innovations before z means anything
+        if self.count > self.min_innovations and step - (self.first_step or step) >= self.min_span_steps:
             self.total = max(0.0, self.total + min(z, self.clip) - self.drift)
         predicted = self.level + self.slope * dt
         error = x - predicted

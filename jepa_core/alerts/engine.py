@@ -12,9 +12,11 @@ from jepa_core.config.rules import RulesConfig
 class RuleEngine:
     """Runs every enabled rule over a stream of metric rows and remembers what fired."""
 
-    def __init__(self, cfg: RulesConfig | None = None) -> None:
+    def __init__(self, cfg: RulesConfig | None = None, feature_dim: int | None = None) -> None:
         self.cfg = (cfg if cfg is not None else RulesConfig()).validate()
-        self.rules: list[Rule] = build_rules(self.cfg) if self.cfg.enabled else []
+        # The width of the target's features (model.embed_dim): a fact of the model, not in the stream.
+        self.feature_dim = feature_dim
+        self.rules: list[Rule] = build_rules(self.cfg, feature_dim) if self.cfg.enabled else []
         self.alerts: list[Alert] = []
         self._worst = -1
 
@@ -49,6 +51,8 @@ class RuleEngine:
 
 
 
-def evaluate_rows(rows: Iterable[dict], cfg: RulesConfig | None = None) -> list[Alert]:
-    """Every alert a fresh engine raises over `rows` (e.g. `jepa_core.metrics.stream.iter_rows(path)`)."""
-    return RuleEngine(cfg).run(rows)
+def evaluate_rows(rows: Iterable[dict], cfg: RulesConfig | None = None,
+                  feature_dim: int | None = None) -> list[Alert]:
+    """Every alert a fresh engine raises over `rows` (e.g. `jepa_core.metrics.stream.iter_rows(path)`);
+    `feature_dim` as for RuleEngine."""
+    return RuleEngine(cfg, feature_dim).run(rows)

@@ -4,7 +4,8 @@ Two kinds. Invariant rules fire at once on a logged fact that is exact on every 
 context, a target parameter that trains, a non-finite loss, a target equal to the online encoder or never updated.
 Trend rules judge a signal against its own recent level, slope and noise (`detectors.TrendBreak`), never against a
 fixed fraction of its peak: a healthy run drifts, by an amount that depends on the setting, while a failure makes a
-signal fall (or climb) faster than it was moving. The representation-collapse rules live in
+signal fall (or climb) faster than it was moving. One level is absolute, and set by the model, not the run: the patch
+tokens' rank against the features' width (`rank_collapse`'s floor, when the engine is given the width). The representation-collapse rules live in
 `jepa_core.alerts.collapse`; this module holds the invariants, the EMA and divergence rules, and the set.
 
 The alert type and the rule plumbing live in `jepa_core.alerts.base`, the thresholds in `jepa_core.config.rules`,
@@ -227,9 +228,10 @@ class DivergenceRule(RuleBase):
         return alerts
 
 
-def build_rules(cfg: RulesConfig) -> list[Rule]:
-    """One instance of every §7 rule, configured by `cfg` (fresh state: use one set per stream)."""
-    variance, rank = VarianceCollapseRule(cfg), RankCollapseRule(cfg)
+def build_rules(cfg: RulesConfig, feature_dim: int | None = None) -> list[Rule]:
+    """One instance of every §7 rule, configured by `cfg` (fresh state: use one set per stream). `feature_dim` is the
+    width of the target's features (model.embed_dim), which rank_collapse's floor needs (None: the floor is off)."""
+    variance, rank = VarianceCollapseRule(cfg), RankCollapseRule(cfg, feature_dim)
     return [
         ImmediateThresholdRule(cfg, "mask_leak", "mask/overlap_fraction", cfg.mask_leak_max_overlap, (
             "mask leak: {value} of target patches also appear in the context at step {step}; the predictor can copy "

@@ -69,8 +69,22 @@ class RulesConfig:
     # step 300; round 6's collapses on `blocks` from step 200 did their harm by step 340 and reached 6.8-8.0 there
     # (healthy runs of rounds 1-6: at most 3.4, the same as when judged from the fourth).
     fixed_batch_trend_innovations: int = 2
+    # ... and, since round 20, only once its readings after warm-up span this many steps (two slope memories):
+    # the trend then knows a pace, not only a few readings. On a 2-block encoder (round 18's `shallow`, the fixed
+    # batch every 33 steps) the third reading came at step 132, inside a healthy first descent 50-64% deep that it
+    # learnt as noise and warned on (5 of 7 healthy runs, at 132-165). With 100, rounds 1-19 keep every catch and
+    # lead, and healthy warnings fall from 8 in 207 runs to 3; 80-120 judge alike, 150 misses two `bigblocks`
+    # collapses from step 150.
+    fixed_batch_trend_min_steps: int = 100
     variance_abs_floor: float = 1e-6  # at or below this the features are constant, whatever the history (critical)
     rank_break: float = 8.0  # ... for target/token_effective_rank
+    # rank_collapse also warns when target/token_effective_rank falls below this fraction of the features' width
+    # (model.embed_dim): no history, so it sees a collapse that continues the first descent at its own pace, which
+    # no trend or rested level can. Round 18's 2-block `shallow` collapses from step 165 fell so (4.25-9.99 of 96 at
+    # step 264, 2.5-5.6 at 330) and nothing else caught them. On rounds 1-19 healthy runs went down to 0.148 of
+    # their width (shallow seed 38; 0.165 outside shallow), and the one benign run below 0.1 was an lr x300 run
+    # (warnings allowed). 0.06 to 0.1 catch the same runs; 0.08 keeps 1.85x below the lowest healthy run. 0: off.
+    rank_floor_fraction: float = 0.08
     pooled_rank_break: float = 12.0  # ... for target/effective_rank (noisier: RankMe of one batch of pooled features)
     # steady_collapse: target/fixed_batch_std_mean fallen steady_fall below its level when it last rested (changed at
     # most steady_stable_change over steady_window_steps steps). On the tuning split healthy runs fell at most 11.5%
@@ -199,7 +213,7 @@ class RulesConfig:
                 raise ValueError(f"{key}: must be >= 0, got {value}")
             if f.name == "first_descent_fall" and not value < 1:
                 raise ValueError(f"{key}: must be in [0, 1), got {value}")
-            if f.name in ("steady_batch_fall", "steady_late_fall") and not value < 1:
+            if f.name in ("steady_batch_fall", "steady_late_fall", "rank_floor_fraction") and not value < 1:
                 raise ValueError(f"{key}: must be in [0, 1), got {value}")
             if f.name == "steady_fall" and not 0 < value < 1:
                 raise ValueError(f"{key}: must be in (0, 1), got {value}")

@@ -21,14 +21,14 @@ import pandas as pd
 from jepa_core.alerts.base import SEVERITIES, Alert
 from jepa_core.alerts.engine import RuleEngine
 from jepa_core.common.console import format_duration, json_terminal_safe, terminal_safe
-from jepa_core.config import RulesConfig
+from jepa_core.config import ConfigError, RulesConfig, load_config
 from jepa_core.metrics import registry
 from jepa_core.metrics.reader import MetricsTable, read_metrics
 from jepa_core.metrics.stream import ARCHIVED_STREAM_NAME, STREAM_NAME, encode_row, iter_rows, stream_file
 from jepa_core.run import status as run_words
 
 __all__ = ["KEY_METRICS", "DoctorReport", "UnreadableRunError", "diagnose", "format_report", "doctor_main",
-           "resolve_metrics_path"]
+           "resolve_metrics_path", "run_feature_dim"]
 
 # The early-warning signals a reader wants to see moving (or not) at a glance, in display order: the registry's.
 KEY_METRICS: tuple[str, ...] = registry.shown_in("doctor")
@@ -48,6 +48,7 @@ class DoctorReport:
     key_metrics: dict[str, Any] = field(default_factory=dict)
     status: str = run_words.UNKNOWN  # the run's status word (jepa_core.run.status), verbatim
     last_step: int | None = None  # the run's own last step (meta.json), not the last logged metric step
+    feature_dim: int | None = None  # the features' width from the run's config.toml (None: rank floor off)
 
     @property
     def exit_code(self) -> int:
@@ -55,7 +56,8 @@ class DoctorReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run, "verdict": self.verdict, "exit_code": self.exit_code, "status": self.status,
-                "last_step": self.last_step, "alerts": [a.to_row() for a in self.alerts],
+                "last_step": self.last_step, "feature_dim": self.feature_dim,
+                "alerts": [a.to_row() for a in self.alerts],
                 "key_metrics": self.key_metrics}
 
 
@@ -158,9 +160,10 @@ def diagnose(run_path: str | Path, cfg: RulesConfig | None = None) -> DoctorRepo
     Raises UnreadableRunError (naming the path) when there is nothing to judge: missing, empty or all garbage.
     """
     path = resolve_metrics_path(run_path)
+    feature_dim = run_feature_dim(path.parent)
     try:
         table = read_metrics(path)
-        engine = RuleEngine(cfg)
+        engine = RuleEngine(cfg, feature_dim)
         fresh = engine.run(row for row in iter_rows(path) if "event" not in row)
     except OSError as exc:
         raise UnreadableRunError(f"{path}: cannot read: {exc.strerror or exc}") from exc
@@ -176,7 +179,16 @@ def diagnose(run_path: str | Path, cfg: RulesConfig | None = None) -> DoctorRepo
     key_metrics = _key_metrics(table.scalars, table.torn_lines, len(table.bad_lines))
     status, last_step = _run_status(path, key_metrics.get("steps", {}).get("last"))
     return DoctorReport(run=str(path), verdict=verdict, alerts=alerts, key_metrics=key_metrics, status=status,
-                        last_step=last_step)
+                        last_step=last_step, feature_dim=feature_dim)
+
+
+def run_feature_dim(run_dir: Path) -> int | None:
+    """The width of the target's features (model.embed_dim) from the run's config.toml, which rank_collapse's floor
+    needs and the stream does not carry; None without a readable config (the verdict then rests on the stream)."""
+    try:
+        return load_config(run_dir / "config.toml").model.embed_dim
+    except (OSError, ValueError, ConfigError):
+        return None
 
 
 def _run_status(metrics: Path, stream_last: int | None) -> tuple[str, int | None]:
@@ -223,7 +235,8 @@ def format_report(report: DoctorReport) -> str:
     steps, tp = km.get("steps", {}), km.get("throughput", {})
     last = "?" if report.last_step is None else report.last_step
     lines = [f"jepa doctor: {terminal_safe(report.run)}", f"verdict: {report.verdict.upper()}{note}",
-             f"run status: {report.status}, last step {last}",
+             f"run status: {report.status}, last step {last}"
+             + ("" if report.feature_dim else "; no config.toml beside the stream, so the rank floor is off"),
              f"steps {steps.get('first')}..{steps.get('last')} ({steps.get('rows')} metric rows, "
              f"{km.get('torn_lines', 0)} torn, {km.get('bad_lines', 0)} bad lines)"]
     if tp.get("samples_per_second_last") is not None or tp.get("eta_seconds_last") is not None:
