@@ -25,7 +25,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from detection import COLLAPSE_FRACTION, COLLAPSE_KEYS, _readings, harm, library_cases  # noqa: E402
+from detection import library_cases  # noqa: E402
+from ground_truth import COLLAPSE_FRACTION, COLLAPSE_KEYS, _readings, harm  # noqa: E402
 from library import LIBRARY, REPO, SETTING, Case, _work_dir, load_case  # noqa: E402
 
 

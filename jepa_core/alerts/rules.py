@@ -4,9 +4,10 @@ Two kinds. Invariant rules fire at once on a logged fact that is exact on every 
 context, a target parameter that trains, a non-finite loss, a target equal to the online encoder or never updated.
 Trend rules judge a signal against its own recent level, slope and noise (`detectors.TrendBreak`), never against a
 fixed fraction of its peak: a healthy run drifts, by an amount that depends on the setting, while a failure makes a
-signal fall (or climb) faster than it was moving. One level is absolute, and set by the model, not the run: the patch
-tokens' rank against the features' width (`rank_collapse`'s floor, when the engine is given the width). The representation-collapse rules live in
-`jepa_core.alerts.collapse`; this module holds the invariants, the EMA and divergence rules, and the set.
+signal fall (or climb) faster than it was moving. One level is absolute, set by the model and not the run: the
+patch tokens' rank against the features' width (`rank_collapse`'s floor, when the engine is given the width). The
+representation-collapse rules live in `jepa_core.alerts.collapse`; this module holds the invariants, the EMA and
+divergence rules, and the set.
 
 The alert type and the rule plumbing live in `jepa_core.alerts.base`, the thresholds in `jepa_core.config.rules`,
 the statistics in `jepa_core.alerts.detectors`; `jepa_core.alerts.engine` runs them over a stream. Each rule names its

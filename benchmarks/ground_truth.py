@@ -1,0 +1,190 @@
+"""Ground truth of the detection benchmark (SPEC §8): which fault runs did harm, from when, and the two baselines
+the rules are raced against. benchmarks/detection.py judges the library with it.
+
+Each fault run is labelled by what the fault did, not by whether it was switched on. Harmful, from the first reading
+after the onset at which one of these holds:
+
+- evaluation falls: kNN accuracy or linear-probe accuracy EVAL_MARGIN or more below its best so far in the run and,
+  since round 11, EVAL_COUNTERFACTUAL_MARGIN or more below what the run without the fault reads at the same step (a
+  fall the healthy run makes too is not the fault's doing);
+- the representation collapses: the target's pooled effective rank (RankMe over per-image features,
+  `target/effective_rank`) or its per-dimension std (`target/std_mean`) below COLLAPSE_FRACTION of what the healthy
+  run of the same setting and seed reads at the same step, for COLLAPSE_READINGS readings in a row, or at the last
+  reading of that key in the run (since round 14: a halving under way when the library stops the run has no next
+  reading to confirm it; every such run trained on, 10 of them, stayed halved at every new reading:
+  benchmarks/label_check.py). The healthy run
+  is the exact counterfactual: the fault run is branched from it and equals it bit for bit up to the onset. No fixed
+  floor is used because none separates collapse from learning here: a healthy run's pooled rank falls three- to
+  fourfold in its first few hundred steps (10.4 -> 3.7 on calib, 9.4 -> 2.7 on quick, seeds 3 and 0) and ends where
+  a collapsing run ends, which is what defeated the fraction-of-peak rules of the first version;
+- the loss or the gradient norm turns non-finite;
+- a structural invariant of the method is broken: a target patch in the context (`mask/overlap_fraction` > 0), a
+  target parameter that trains (`ema/target_grad_params` > 0), a target that is a copy of the online encoder
+  (`ema/relative_param_l2`, or since round 9 the features' `ema/fixed_batch_distance`, exactly 0 at one reading) or
+  one never updated (its statistics on a fixed batch, `target/fixed_batch_std_mean`, identical for
+  INVARIANT_READINGS readings while those of the run without the fault changed between the same readings). These
+  are logged facts about a broken method, harmful whatever the evaluation does in the run's remaining steps.
+
+The three tests against the run without the fault (collapse, frozen, the evaluation's counterfactual) do not apply
+to a healthy run itself. Until round 4 the frozen test compared a run only with itself, and called the last readings
+of tiny seed 7, where a healthy target moved by less than the library's six digits, frozen: a label fixed after
+round 3 was read. Until
+round 6 the copy test also asked for INVARIANT_READINGS readings, which at a parameter-distance cadence of 500 took
+1000 steps: a label fixed after round 5 was read (the one case it changed is named in benchmarks/cases.py).
+
+Otherwise benign. A harmful run must be caught (an alert of any severity after the onset), and before both baselines
+unless it is blunt: the loss itself shows it at its first reading after the onset (a divergence to NaN/Inf, a target
+swapped for the online encoder mid-run), where a tie is the best any signal can do; since round 20, its first reading
+that the fault could have changed (a row equal to the healthy run's in every value saw nothing of it). A warning on a
+benign run is allowed and counted; a critical alert on a benign or healthy run is a false alarm. Two baselines are
+computed from the same stream: loss-only (a person watching the loss curve: the first non-finite loss, or a robust
+z-score spike LOSS_Z scales above its running level) and evaluation (the first kNN accuracy EVAL_BASELINE_MARGIN
+below its best).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from jepa_core.alerts.detectors import RobustBaseline
+
+# Evaluation harm: a fall of EVAL_MARGIN below the run's best reading. It was 4 points until round 7, whose healthy
+# quick seed 15 read kNN 4.05 points below an early peak while its probe climbed (the deepest healthy fall in 103
+# runs on 9 settings; next 3.9 for the probe, tiny seed 8). One reading on 2048 held-out images carries about one
+# point of noise, and a running best is biased up by it, so the margin is the healthy maximum plus that point.
+EVAL_MARGIN = 0.05
+# ... and the fall must leave the run without the fault behind: round 11's `smalldata` (kNN near chance, 0.19-0.27 on
+# six classes) called a collapse of weight 0.6 harmful at step 300, 50 steps after its onset, where it read 5.2 points
+# below its best and its healthy run 4.2 (1.0 apart; 2.3 above it at the next reading). Two points: twice one
+# reading's noise. Of the three other evaluation labels of rounds 1-11 (lr x1000), none moves.
+EVAL_COUNTERFACTUAL_MARGIN = 0.02
+# The evaluation baseline keeps the 4 points it always had: a watcher who alarms on a smaller fall is earlier, so
+# leads over it are not lengthened by the label's margin.
+EVAL_BASELINE_MARGIN = 0.04
+EVAL_KEYS = ("knn/accuracy", "linear_probe/val_acc")
+COLLAPSE_FRACTION = 0.5  # rank or std halved against the run without the fault (a round number, set before judging)
+COLLAPSE_READINGS = 2
+COLLAPSE_KEYS = ("target/effective_rank", "target/std_mean")
+INVARIANT_READINGS = 2
+LOSS_Z, LOSS_WARMUP_STEPS = 6.0, 50  # the loss-only baseline: one reading 6 robust scales above its level
+
+
+def _value(row: dict, key: str) -> float | None:
+    v = row.get(key)
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v)
+
+
+def _readings(rows: Iterable[dict], key: str) -> dict[int, float]:
+    return {row["step"]: v for row in rows if (v := _value(row, key)) is not None}
+
+
+def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tuple[int | None, str | None]:
+    """(first step > onset at which the run is harmed, why), or (None, None) for a benign run. `healthy`: the rows
+    of the run without the fault (same setting and seed), for the collapse test; None for a healthy run itself."""
+    best: dict[str, float] = {}
+    frozen = 0
+    low = dict.fromkeys(COLLAPSE_KEYS, 0)
+    reference = ({key: _readings(healthy, key) for key in (*COLLAPSE_KEYS, *EVAL_KEYS)}
+                 if healthy is not None else None)
+    last_fixed: float | None = None
+    last_fixed_step: int | None = None
+    fixed_reference = _readings(healthy, "target/fixed_batch_std_mean") if healthy is not None else {}
+    # The last step at which each collapse key is read: a halving under way there has no next reading to confirm
+    # it, and the run ends (or the library stops it) in that state.
+    last_read = {key: max(_readings(rows, key), default=None) for key in COLLAPSE_KEYS}
+    for row in rows:
+        step = row["step"]
+        after = step > onset
+        for key in ("loss", "grad_norm"):
+            v = _value(row, key)
+            if after and v is not None and not math.isfinite(v):
+                return step, f"{key} non-finite"
+        if after and (_value(row, "mask/overlap_fraction") or 0.0) > 0:
+            return step, "mask overlap"
+        if after and (_value(row, "ema/target_grad_params") or 0.0) > 0:
+            return step, "target trains"
+        # A distance of exactly 0 is conclusive at one reading (the target's weights, or its features, equal the
+        # online ones to the last bit); "frozen" compares readings kept to six digits before round 9, so it needs
+        # INVARIANT_READINGS of them. Two distance readings asked for 1000 steps at the default cadence of 500
+        # (round 5: a target copying online from step 900 of 1200 was called benign, and the alert on it a false
+        # alarm).
+        if after and 0.0 in (_value(row, "ema/relative_param_l2"), _value(row, "ema/fixed_batch_distance")):
+            return step, "target copies online"
+        fixed = _value(row, "target/fixed_batch_std_mean")
+        if fixed is not None:
+            # Frozen only where the run without the fault moved between the same two readings: near the end of a
+            # schedule the EMA momentum reaches 1 and the lr its floor, and a healthy target then changes by less
+            # than the library's six digits (tiny seed 7 read 0.914207 three times from step 1560).
+            ref_now, ref_last = fixed_reference.get(step), fixed_reference.get(last_fixed_step)
+            moved = ref_now is not None and ref_last is not None and ref_now != ref_last
+            frozen = frozen + 1 if after and moved and fixed == last_fixed else 0
+            last_fixed, last_fixed_step = fixed, step
+        if frozen >= INVARIANT_READINGS:
+            return step, "target frozen"
+        for key in EVAL_KEYS:
+            v = _value(row, key)
+            if v is None or not math.isfinite(v):
+                continue
+            ref = None if reference is None else reference[key].get(step)
+            below_healthy = ref is None or v <= ref - EVAL_COUNTERFACTUAL_MARGIN
+            if after and key in best and v <= best[key] - EVAL_MARGIN and below_healthy:
+                return step, f"{key} fell"
+            best[key] = max(best.get(key, v), v)
+        if reference is None or not after:
+            continue
+        for key in COLLAPSE_KEYS:
+            v, ref = _value(row, key), reference[key].get(step)
+            if v is None or ref is None or not math.isfinite(ref):
+                continue
+            low[key] = low[key] + 1 if (not math.isfinite(v) or v < COLLAPSE_FRACTION * ref) else 0
+            if low[key] >= COLLAPSE_READINGS or (low[key] and step == last_read[key]):
+                return step, f"{key.split('/')[1]} halved"
+    return None, None
+
+
+def loss_baseline_step(rows: Iterable[dict], after: int = -1) -> int | None:
+    """First step > `after` at which a loss-only watcher alarms: a non-finite loss, or one reading LOSS_Z robust
+    scales above the loss's running level (its scale floored at 2% of the level)."""
+    baseline = RobustBaseline(0.2, scale_alpha=0.05)
+    for row in rows:
+        loss = _value(row, "loss")
+        if loss is None:
+            continue
+        if not math.isfinite(loss):
+            if row["step"] > after:
+                return row["step"]
+            continue
+        if row["step"] < LOSS_WARMUP_STEPS:
+            continue
+        baseline.min_scale = max(1e-12, 0.02 * abs(baseline.center if baseline.center is not None else loss))
+        spiking = baseline.count >= 3 and baseline.z(loss) > LOSS_Z
+        baseline.update(loss)
+        if spiking and row["step"] > after:
+            return row["step"]
+    return None
+
+
+def eval_baseline_step(rows: Iterable[dict], after: int = -1) -> int | None:
+    """First evaluation after `after` whose kNN accuracy is EVAL_BASELINE_MARGIN or more below the best so far."""
+    best = None
+    for row in rows:
+        acc = _value(row, "knn/accuracy")
+        if acc is None:
+            continue
+        fell = not math.isfinite(acc) or (best is not None and acc <= best - EVAL_BASELINE_MARGIN)
+        if best is not None and row["step"] > after and fell:
+            return row["step"]
+        if math.isfinite(acc):
+            best = acc if best is None else max(best, acc)
+    return None
+
+
+def _unchanged(row: dict, healthy_row: dict | None) -> bool:
+    """Whether a fault run's row holds exactly the values of the healthy run's row at the same step."""
+    if healthy_row is None:
+        return False
+    keys = set(row) - {"step", "attempt"}
+    return keys == set(healthy_row) - {"step", "attempt"} and all(row[k] == healthy_row[k] for k in keys)
