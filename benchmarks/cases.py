@@ -96,18 +96,21 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    `shallow` runs, set training before any rule changed, and read once, after the rules were frozen for it
 #    (rank_collapse's floor against the features' width, the fixed-batch trend's 100-step span, and the blunt
 #    label's first reading that the fault could have changed). Every target met on it.
+# 21. the never-tuned `wide160` setting (all seeds: the encoder 160 wide, five heads), seeds 41-42 of twoblock
+#    (healthy and a grid) and of shallow and narrow (healthy only), recorded with the rules still as frozen at
+#    f2f983b (nothing changed after round 20 was read): a second test of them.
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
                15: (29, 30), 16: (31, 32), 17: (33, 34), 18: (35, 36), 19: (37, 38),
-               20: (39, 40)}
+               20: (39, 40), 21: (41, 42)}
 ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny", "wide"),
                        5: ("tiny", "momentum"), 6: ("sparse",), 7: ("blocks",),
                        8: ("batch32",), 10: ("batch32_fb",), 11: ("mse",),
                        12: ("smalldata",), 13: ("px48",), 14: ("deep",),
                        15: ("warmup",), 16: ("narrow",), 17: ("latewarm",),
                        18: ("bigblocks",), 19: ("shallow",),
-                       20: ("depth3",)}  # ... each grid cell once
+                       20: ("depth3",), 21: ("twoblock",)}  # ... each grid cell once
 ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           6: ("quick", "calib"), 7: ("quick", "calib"),
                           8: ("quick", "momentum"), 10: ("quick", "holdout"),
@@ -115,8 +118,9 @@ ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           13: ("quick", "calib"), 14: ("smalldata", "blocks"),
                           15: ("calib", "mse"), 16: ("momentum", "smalldata"),
                           17: ("narrow", "quick"), 18: ("narrow", "defaults"),
-                          19: ("narrow", "quick"), 20: ("shallow", "calib")}  # ... healthy runs only
-TEST_ROUND = 20  # the newest round
+                          19: ("narrow", "quick"), 20: ("shallow", "calib"),
+                          21: ("shallow", "narrow")}  # ... healthy runs only
+TEST_ROUND = 21  # the newest round
 # Every round since this one was recorded after the rules it tests were frozen, and no rule has changed since: each
 # is a test of the same rules. Move it to the next round when a rule or a label changes.
 FIRST_TEST_ROUND = 20

@@ -281,5 +281,23 @@ SETTINGS = (
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.25, 0.9, 2.4)), ("lr_blowup", (12.0, 70.0, 1500.0, 1e6)),
                         ("mask_leak", (0.15,)))),
+    # Never tuned on: a user who widens the encoder to 160 (five heads of 32, where every tuned setting had 64-128 and
+    # four heads), with a predictor 64 wide, batch 48, lr 5e-4 after a warm-up of 40, for 480 steps, reading at
+    # cadences no other setting used: every 16 steps, the fixed batch every 32, covariance, parameter distance and
+    # weights health every 48, evaluation every 60. Onsets at a quarter, half and three quarters, the first of them
+    # early (step 120, soon after the fixed-batch trend starts judging), each trained 120 steps on.
+    Setting("wide160", ("model.embed_dim=160", "model.num_heads=5", "model.pred_dim=64", "optim.batch_size=48",
+                        "optim.lr=5e-4", "optim.warmup_steps=40", "optim.steps=480",
+                        "diagnostics.basic_every_steps=16", "diagnostics.representation_every_steps=16",
+                        "diagnostics.mask_check_every_steps=16", "diagnostics.fixed_batch_every_steps=32",
+                        "diagnostics.covariance_every_steps=48", "diagnostics.param_distance_every_steps=48",
+                        "diagnostics.weights_health_every_steps=48", "diagnostics.eval_every_steps=60",
+                        "logging.checkpoint_every_steps=120"),
+            480, (120, 240, 360), 120, "tiny with the encoder 160 wide (five heads of 32), the predictor 64, batch 48, "
+            "lr 5e-4, warm-up 40, the fixed batch every 32 steps, cadences 16/48, 480 steps (never tuned on)",
+            round=21,
+            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
+            magnitudes=(("collapse", (0.2, 0.75, 2.2)), ("lr_blowup", (9.0, 40.0, 900.0, 1e6)),
+                        ("mask_leak", (0.1,)))),
 )
 SETTING = {s.name: s for s in SETTINGS}
