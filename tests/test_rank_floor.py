@@ -123,9 +123,10 @@ def test_without_a_config_the_doctor_says_the_floor_is_off(tmp_path) -> None:
     run = write_run(tmp_path, rows, embed_dim=None)
     report = diagnose(run)
     assert report.feature_dim is None and report.verdict == "healthy"
-    assert "no config.toml beside the stream: the rank floor is off" in format_report(report)
+    assert "no readable config.toml beside the stream: the rank floor is off" in format_report(report)
     (run / "config.toml").write_text("[model\nembed_dim = ")  # a damaged config: the stream is still judged
     assert run_feature_dim(run) is None and diagnose(run).verdict == "healthy"
+    assert "no readable config.toml" in format_report(diagnose(run))
 
 
 # ------------------------------------------------------------------------------ the fixed-batch trend's span

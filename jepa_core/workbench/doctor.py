@@ -236,7 +236,7 @@ def format_report(report: DoctorReport) -> str:
     last = "?" if report.last_step is None else report.last_step
     lines = [f"jepa doctor: {terminal_safe(report.run)}", f"verdict: {report.verdict.upper()}{note}",
              f"run status: {report.status}, last step {last}"
-             + ("" if report.feature_dim else "; no config.toml beside the stream: the rank floor is off"),
+             + ("" if report.feature_dim else "; no readable config.toml beside the stream: the rank floor is off"),
              f"steps {steps.get('first')}..{steps.get('last')} ({steps.get('rows')} metric rows, "
              f"{km.get('torn_lines', 0)} torn, {km.get('bad_lines', 0)} bad lines)"]
     if tp.get("samples_per_second_last") is not None or tp.get("eta_seconds_last") is not None:
