@@ -98,7 +98,8 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    label's first reading that the fault could have changed). Every target met on it.
 # 21. the never-tuned `wide160` setting (all seeds: the encoder 160 wide, five heads), seeds 41-42 of twoblock
 #    (healthy and a grid) and of shallow and narrow (healthy only), recorded with the rules still as frozen at
-#    f2f983b (nothing changed after round 20 was read): a second test of them.
+#    f2f983b (nothing changed after round 20 was read): a second test of them. Every target of the rules met; the
+#    harm label calls healthy `shallow` seed 41 harmful (its probe 5 points below its best).
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),

@@ -538,6 +538,18 @@ def test_a_deep_healthy_first_descent_is_not_judged_before_the_fixed_batch_trend
         assert early[0].step in (132, 165)
 
 
+def test_the_span_delays_the_fixed_batch_trend_on_an_early_collapse_and_the_floor_catches_it():
+    # Round 21's cost of the 100-step span: wide160's collapse of weight 0.2 from step 120 halved its spread by 224.
+    # The fixed-batch trend without the span caught it at 192; with it, only the rank floor speaks, at 240.
+    case = LIBRARY.LIBRARY / "wide160/collapse_0.2_at120_s0"
+    judged = DETECTION.judge(case)
+    assert judged.harm_step == 224 and [(a.rule, a.step) for a in judged.alerts] == [("rank_collapse", 240)]
+    assert "% of the features' 160 dimensions" in judged.alerts[0].message
+    unspanned = DETECTION.judge(case, RulesConfig(fixed_batch_trend_min_steps=0))
+    assert (unspanned.first, unspanned.alerts[0].metric) == (192, "target/fixed_batch_std_mean")
+    assert DETECTION.judge(case, RulesConfig(rank_floor_fraction=0)).alerts == []
+
+
 def test_a_first_reading_the_fault_left_unchanged_does_not_count_against_blunt():
     # depth3's lr x1800 from update 480: its row at 481 equals the healthy run's in every value; by 494 the loss has
     # quadrupled. No signal could be earlier than 494, so the tie with the loss is the blunt case's best.
