@@ -147,3 +147,14 @@ def test_a_trend_waits_for_its_readings_to_span_the_steps_asked() -> None:
     assert eager[150] > 0 and patient[150] == 0.0  # the third innovation, 90 steps after the first reading
     assert patient[180] > 0  # 120 steps: judged
     assert max(eager.values()) >= 4.0 > max(patient.values())  # the early readings were what reached the threshold
+
+
+def test_a_trend_whose_first_reading_is_at_step_0_measures_its_span_from_there() -> None:
+    # With rules.warmup_steps = 0 the first reading is at step 0: the span counts from it (a falsy 0 must not
+    # restart it at every reading, which would keep the trend from ever judging).
+    detector = TrendBreak(20, 50, 2.0, 4.0, min_innovations=2, min_span_steps=100)
+    totals = {}
+    for i, step in enumerate(range(0, 300, 30)):
+        detector.update(step, -0.001 * step - (0.25 * (i - 2) if i >= 2 else 0.0))
+        totals[step] = detector.total
+    assert totals[90] == 0.0 and max(totals.values()) > 0

@@ -268,8 +268,9 @@ class RankCollapseRule(TrendRule):
 
     def __init__(self, cfg: RulesConfig, feature_dim: int | None = None) -> None:
         super().__init__(cfg, {self.token_metric: cfg.rank_break, "target/effective_rank": cfg.pooled_rank_break})
-        self.floor = (cfg.rank_floor_fraction * feature_dim
-                      if feature_dim is not None and feature_dim > 0 and cfg.rank_floor_fraction > 0 else None)
+        self.feature_dim = feature_dim if feature_dim is not None and feature_dim > 0 else None
+        self.floor = (cfg.rank_floor_fraction * self.feature_dim
+                      if self.feature_dim is not None and cfg.rank_floor_fraction > 0 else None)
 
     def update(self, row: dict) -> list[Alert]:
         alerts = super().update(row)
@@ -282,7 +283,7 @@ class RankCollapseRule(TrendRule):
             alerts.append(self._alert(row["step"], "warning", self.token_metric, value, (
                 f"rank collapse: {self.token_metric} = {fmt(value)} at step {row['step']}, below "
                 f"{fmt(self.floor)} ({fmt(100 * self.cfg.rank_floor_fraction)}% of the features' "
-                f"{fmt(self.floor / self.cfg.rank_floor_fraction)} dimensions): the patch features span only a few "
+                f"{self.feature_dim} dimensions): the patch features span only a few "
                 "directions. Check first any extra loss term, the EMA momentum and the learning rate; compare "
                 "target/std_mean, which shrinks with it.")))
         return alerts

@@ -167,7 +167,8 @@ class TrendBreak:
         if dt <= 0:
             return self.total >= self.threshold
         z = self.z(step, x)
-        if self.count > self.min_innovations and step - (self.first_step or step) >= self.min_span_steps:
+        first = self.first_step if self.first_step is not None else step  # a first reading at step 0 counts too
+        if self.count > self.min_innovations and step - first >= self.min_span_steps:
             self.total = max(0.0, self.total + min(z, self.clip) - self.drift)
         predicted = self.level + self.slope * dt
         error = x - predicted
