@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ground_truth import _unchanged, eval_baseline_step, harm, loss_baseline_step  # noqa: E402
+from ground_truth import unchanged_row, eval_baseline_step, harm, loss_baseline_step  # noqa: E402
 from library import LIBRARY, Case, load_case  # noqa: E402
 
 from jepa_core.alerts.base import Alert  # noqa: E402
@@ -113,7 +113,7 @@ def judge(case_dir: Path, rules: RulesConfig | None = None) -> Judgement:
     # the last digit, and wrecked the run by the next reading at 494), so no signal could be earlier there.
     same = {} if healthy is None else {r["step"]: r for r in healthy}
     first_loss = next((r["step"] for r in rows if r["step"] > after and "loss" in r
-                       and not _unchanged(r, same.get(r["step"]))), None)
+                       and not unchanged_row(r, same.get(r["step"]))), None)
     split = Case(info["setting"], info["seed"]).split  # the library's current split, not the one at recording
     return Judgement(f"{info['setting']}/{case_dir.name}", split, info["fault"], onset, harm_step, why,
                      [a for a in alerts if a.step > after], loss_baseline_step(rows, after),

@@ -77,7 +77,7 @@ def _value(row: dict, key: str) -> float | None:
     return float(v)
 
 
-def _readings(rows: Iterable[dict], key: str) -> dict[int, float]:
+def readings(rows: Iterable[dict], key: str) -> dict[int, float]:
     return {row["step"]: v for row in rows if (v := _value(row, key)) is not None}
 
 
@@ -87,14 +87,14 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
     best: dict[str, float] = {}
     frozen = 0
     low = dict.fromkeys(COLLAPSE_KEYS, 0)
-    reference = ({key: _readings(healthy, key) for key in (*COLLAPSE_KEYS, *EVAL_KEYS)}
+    reference = ({key: readings(healthy, key) for key in (*COLLAPSE_KEYS, *EVAL_KEYS)}
                  if healthy is not None else None)
     last_fixed: float | None = None
     last_fixed_step: int | None = None
-    fixed_reference = _readings(healthy, "target/fixed_batch_std_mean") if healthy is not None else {}
+    fixed_reference = readings(healthy, "target/fixed_batch_std_mean") if healthy is not None else {}
     # The last step at which each collapse key is read: a halving under way there has no next reading to confirm
     # it, and the run ends (or the library stops it) in that state.
-    last_read = {key: max(_readings(rows, key), default=None) for key in COLLAPSE_KEYS}
+    last_read = {key: max(readings(rows, key), default=None) for key in COLLAPSE_KEYS}
     for row in rows:
         step = row["step"]
         after = step > onset
@@ -182,7 +182,7 @@ def eval_baseline_step(rows: Iterable[dict], after: int = -1) -> int | None:
     return None
 
 
-def _unchanged(row: dict, healthy_row: dict | None) -> bool:
+def unchanged_row(row: dict, healthy_row: dict | None) -> bool:
     """Whether a fault run's row holds exactly the values of the healthy run's row at the same step."""
     if healthy_row is None:
         return False

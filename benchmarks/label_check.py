@@ -10,9 +10,15 @@ ratio to the healthy run at each new reading of that key.
     python benchmarks/label_check.py               # every such run that has a work directory here
     python benchmarks/label_check.py --steps 90 warmup/lr_blowup_25_at300_s1
 
+With --relabel, each named run is trained on whatever its label, and the label of the longer run is printed beside
+the recorded one, with the collapse keys' ratios and the evaluation against the healthy run at each new reading: the
+check for a run the label calls benign while its representation is still falling where the library stops it.
+
+    python benchmarks/label_check.py --relabel --steps 100 manytargets/lr_blowup_30_at200_s1
+
 It needs the library's work directories (runs/library-work, with every checkpoint), which exist only on the machine
 that trained the library; runs without one are listed and skipped. Scratch copies go to a temporary directory and
-are removed. Exit 1 when a pending halving did not hold at some new reading.
+are removed. Exit 1 when a pending halving did not hold at some new reading, or (--relabel) a label changed.
 """
 
 from __future__ import annotations
@@ -26,30 +32,39 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from detection import library_cases  # noqa: E402
-from ground_truth import COLLAPSE_FRACTION, COLLAPSE_KEYS, _readings, harm  # noqa: E402
+from ground_truth import COLLAPSE_FRACTION, COLLAPSE_KEYS, EVAL_KEYS, harm, readings  # noqa: E402
 from library import LIBRARY, REPO, SETTING, Case, _work_dir, load_case  # noqa: E402
 
 
 def ratios(rows: list[dict], healthy: list[dict], key: str, after: int) -> list[tuple[int, float]]:
     """(step, reading / the healthy run's reading at that step) of `key` after step `after`."""
-    ref = _readings(healthy, key)
-    return [(s, v / ref[s]) for s, v in _readings(rows, key).items() if s > after and ref.get(s)]
+    ref = readings(healthy, key)
+    return [(s, v / ref[s]) for s, v in readings(rows, key).items() if s > after and ref.get(s)]
+
+
+def _load(case_dir: Path) -> tuple[Case, list[dict], list[dict]]:
+    """The case, its rows and its healthy run's rows."""
+    info, rows = load_case(case_dir)
+    case = Case(info["setting"], info["seed"], info["fault"], info["magnitude"], info["onset"])
+    return case, rows, load_case(case_dir.parent / f"healthy_s{case.seed}")[1]
+
+
+def _pending(case: Case, rows: list[dict], healthy: list[dict]) -> tuple[str, int] | None:
+    step, why = harm(rows, case.onset, healthy)
+    key = next((k for k in COLLAPSE_KEYS if why == f"{k.split('/')[1]} halved"), None)
+    if key is None:
+        return None
+    read = ratios(rows, healthy, key, case.onset)
+    if read[-1][0] != step or (len(read) > 1 and read[-2][1] < COLLAPSE_FRACTION):
+        return None
+    return key, step
 
 
 def pending(case_dir: Path) -> tuple[str, int] | None:
     """(key, step) where the harm label reads a run as collapsed only by the last-reading clause: the key's last
     reading after the onset is halved against the healthy run, the one before it (if any) was not, and nothing
     labelled the run harmful earlier. None otherwise."""
-    info, rows = load_case(case_dir)
-    healthy = load_case(case_dir.parent / f"healthy_s{info['seed']}")[1]
-    step, why = harm(rows, info["onset"], healthy)
-    key = next((k for k in COLLAPSE_KEYS if why == f"{k.split('/')[1]} halved"), None)
-    if key is None:
-        return None
-    read = ratios(rows, healthy, key, info["onset"])
-    if read[-1][0] != step or (len(read) > 1 and read[-2][1] < COLLAPSE_FRACTION):
-        return None
-    return key, step
+    return _pending(*_load(case_dir))
 
 
 def train_on(case: Case, steps: int, scratch: Path) -> list[dict]:
@@ -71,22 +86,45 @@ def train_on(case: Case, steps: int, scratch: Path) -> list[dict]:
     return [row for row in iter_rows(copy / "metrics.jsonl") if "event" not in row and row["step"] > end]
 
 
+def _label(harmed: tuple[int | None, str | None]) -> str:
+    step, why = harmed
+    return "benign" if step is None else f"harmful from {step} ({why})"
+
+
+def relabel(case: Case, rows: list[dict], healthy: list[dict], later: list[dict]) -> tuple[bool, list[str]]:
+    """(whether the label of the run trained on differs from the recorded one, lines saying what it read)."""
+    before, after = harm(rows, case.onset, healthy), harm(rows + later, case.onset, healthy)
+    lines = [f"{case.key}: recorded to {case.until()}: {_label(before)}; trained on to {later[-1]['step']}: "
+             f"{_label(after)}"]
+    for key in COLLAPSE_KEYS:
+        new = ratios(later, healthy, key, case.until())
+        lines.append(f"  {key} / healthy: " + (", ".join(f"{s}: {r:.2f}" for s, r in new) or "no new reading"))
+    for key in EVAL_KEYS:
+        ref = readings(healthy, key)
+        new = [(s, v, ref[s]) for s, v in readings(later, key).items() if s in ref]
+        lines.append(f"  {key} (healthy): " + (", ".join(f"{s}: {v:.3f} ({h:.3f})" for s, v, h in new)
+                                                  or "no new reading"))
+    return before != after, lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cases", nargs="*", help="setting/name of library cases (default: every pending one)")
     parser.add_argument("--steps", type=int, default=90, help="steps to train past the run's end (default 90)")
+    parser.add_argument("--relabel", action="store_true",
+                        help="train every named case on, pending or not, and print the longer run's label")
     args = parser.parse_args(argv)
+    if args.relabel and not args.cases:
+        parser.error("--relabel needs the cases to train on")
     dirs = ([LIBRARY / name for name in args.cases] if args.cases else
             [d for d in library_cases() if not d.name.startswith("healthy_")])
     held, broke = 0, 0
     with tempfile.TemporaryDirectory(prefix="label-check-") as scratch:
         for case_dir in dirs:
-            found = pending(case_dir)
-            if found is None:
+            case, rows, healthy = _load(case_dir)
+            found = _pending(case, rows, healthy)
+            if found is None and not args.relabel:
                 continue
-            key, step = found
-            info, _ = load_case(case_dir)
-            case = Case(info["setting"], info["seed"], info["fault"], info["magnitude"], info["onset"])
             name = case.key
             if case.until() >= SETTING[case.setting].steps:
                 print(f"{name}: ends at its schedule's end; nothing to train on")
@@ -95,13 +133,21 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}: no work directory here; skipped")
                 continue
             later = train_on(case, args.steps, Path(scratch))
-            healthy = load_case(case_dir.parent / f"healthy_s{case.seed}")[1]
+            if args.relabel:
+                changed, lines = relabel(case, rows, healthy, later)
+                print("\n".join(lines))
+                held, broke = held + (not changed), broke + changed
+                continue
+            key, step = found
             new = ratios(later, healthy, key, case.until())
             ok = bool(new) and all(r < COLLAPSE_FRACTION for _, r in new)
             held, broke = held + ok, broke + (not ok)
             shown = ", ".join(f"{s}: {r:.2f}" for s, r in new) or "no new reading"
             print(f"{name} {key} halved at {step} and {'held' if ok else 'DID NOT hold'} ({shown})")
-    print(f"{held} pending halvings held at every new reading, {broke} did not")
+    if args.relabel:
+        print(f"{held} labels unchanged trained on, {broke} changed")
+    else:
+        print(f"{held} pending halvings held at every new reading, {broke} did not")
     return 1 if broke else 0
 
 

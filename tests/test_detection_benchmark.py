@@ -119,14 +119,14 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     assert (cases["shallow/collapse_0.7_at165_s1"].round, cases["shallow/collapse_0.7_at165_s1"].split) == (
         18, "tune")
     # Rounds 16-19 tested the rules of a54701c; the rules changed after round 19 was read (rank_collapse's floor,
-    # the fixed-batch trend's span), so they are tuning data. Rounds 20 and 21 were read, but nothing changed after
-    # them: they test the same rules as round 22.
+    # the fixed-batch trend's span), so they are tuning data. Rounds 20-22 were read, but nothing changed after
+    # them: they test the same rules as round 23.
     assert all(c.split == "tune" for r in range(2, 20) for c in LIBRARY.round_cases(r))
-    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (20, 22)
-    assert all(c.split == "test" for r in (20, 21, 22) for c in LIBRARY.round_cases(r))
+    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (20, 23)
+    assert all(c.split == "test" for r in (20, 21, 22, 23) for c in LIBRARY.round_cases(r))
 
 
-@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22])
+@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23])
 def test_a_round_can_add_healthy_runs_only_on_some_settings(round_):
     cases = LIBRARY.round_cases(round_)
     for name in LIBRARY.ROUND_HEALTHY_SETTINGS[round_]:
@@ -592,6 +592,30 @@ def test_the_label_check_finds_the_halvings_only_the_last_reading_counts(tmp_pat
     out = capsys.readouterr().out.splitlines()
     assert out == ["warmup/lr_blowup_25_at300_s1: no work directory here; skipped",
                    "0 pending halvings held at every new reading, 0 did not"]
+
+
+def test_relabel_labels_the_run_trained_on_and_says_when_the_label_changes(tmp_path, monkeypatch, capsys):
+    # --relabel trains any named run on (pending or not); relabel() labels the longer run. Stand-in later rows: the
+    # healthy run's own readings past the end keep a benign run benign; the same with the loss turned non-finite at
+    # one of them make it harmful there, and the change is reported.
+    check = load_benchmark("label_check")
+    case, rows, healthy = check._load(LIBRARY.LIBRARY / "smalldata/collapse_0.6_at250_s2")
+    later = [dict(r) for r in healthy if r["step"] > case.until()]
+    assert later and rows[-1]["step"] <= case.until()
+    changed, lines = check.relabel(case, rows, healthy, later)
+    assert not changed and lines[0].endswith(f"trained on to {later[-1]['step']}: benign")
+    assert lines[1].startswith("  target/effective_rank / healthy: ") and "1.00" in lines[1]
+    bad = next(r for r in later if "loss" in r)
+    bad["loss"] = float("nan")
+    changed, lines = check.relabel(case, rows, healthy, later)
+    assert changed and f"harmful from {bad['step']} (loss non-finite)" in lines[0]
+    monkeypatch.setattr(check, "_work_dir", lambda case: tmp_path / case.setting / case.name)
+    assert check.main(["--relabel", "smalldata/collapse_0.6_at250_s2"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["smalldata/collapse_0.6_at250_s2: no work directory here; skipped",
+                                                    "0 labels unchanged trained on, 0 changed"]
+    with pytest.raises(SystemExit):
+        check.main(["--relabel"])
+    assert "--relabel needs the cases" in capsys.readouterr().err
 
 
 def test_a_copied_target_without_gradient_clipping_shows_in_the_gradient_before_the_loss():
