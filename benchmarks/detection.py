@@ -60,6 +60,7 @@ class Judgement:
     loss_step: int | None
     eval_step: int | None
     first_loss_reading: int | None = None  # the first loss reading after the onset
+    round: int = 1  # the library round that recorded the case (benchmarks/cases.py)
 
     @property
     def harmful(self) -> bool:
@@ -114,10 +115,10 @@ def judge(case_dir: Path, rules: RulesConfig | None = None) -> Judgement:
     same = {} if healthy is None else {r["step"]: r for r in healthy}
     first_loss = next((r["step"] for r in rows if r["step"] > after and "loss" in r
                        and not unchanged_row(r, same.get(r["step"]))), None)
-    split = Case(info["setting"], info["seed"]).split  # the library's current split, not the one at recording
-    return Judgement(f"{info['setting']}/{case_dir.name}", split, info["fault"], onset, harm_step, why,
+    case = Case(info["setting"], info["seed"])  # the library's current split, not the one at recording
+    return Judgement(f"{info['setting']}/{case_dir.name}", case.split, info["fault"], onset, harm_step, why,
                      [a for a in alerts if a.step > after], loss_baseline_step(rows, after),
-                     eval_baseline_step(rows, after), first_loss)
+                     eval_baseline_step(rows, after), first_loss, case.round)
 
 
 def library_cases(root: Path = LIBRARY) -> list[Path]:
@@ -177,6 +178,27 @@ def summary(judgements: list[Judgement]) -> tuple[list[str], list[str]]:
     return lines, missed
 
 
+def round_lines(judgements: list[Judgement]) -> list[str]:
+    """One line per library round: the targets' counts on that round's cases alone (each round is reported once,
+    when it is recorded; this is how it reads on the rules of now)."""
+    out = []
+    for number in sorted({j.round for j in judgements}):
+        cases = [j for j in judgements if j.round == number]
+        healthy = [j for j in cases if j.fault is None]
+        harmful = [j for j in cases if j.fault is not None and j.harmful]
+        benign = [j for j in cases if j.fault is not None and not j.harmful]
+        sharp = [j for j in harmful if not j.blunt]
+        on_time = sum(j.first is not None and j.first <= j.harm_step for j in harmful)
+        out.append(
+            f"  round {number:2d}: caught {sum(j.first is not None for j in harmful)}/{len(harmful)} ({on_time} at or "
+            f"before harm), not blunt before both baselines "
+            f"{sum(j.beats(j.loss_step) and j.beats(j.eval_step) for j in sharp)}/{len(sharp)}, critical false "
+            f"alarms healthy {sum(bool(j.criticals) for j in healthy)}/{len(healthy)} benign "
+            f"{sum(bool(j.criticals) for j in benign)}/{len(benign)}, healthy runs warned "
+            f"{sum(bool(j.warnings) for j in healthy)}/{len(healthy)}, labelled harmful {sum(j.harmful for j in healthy)}")
+    return out
+
+
 def rule_lines(judgements: list[Judgement]) -> tuple[list[str], list[str]]:
     """(per rule: how many of the cases made for it it fired on, rules that never fired on one)."""
     lines, silent = [], []
@@ -233,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         if not chosen:  # nothing to judge is not a target met
             missed = [f"no {split} case is recorded yet: `python benchmarks/library.py --train` records them"]
         print("\n".join(lines))
+        if chosen:
+            print("round by round:\n" + "\n".join(round_lines(chosen)))
         if args.cases:
             print("\n".join(case_lines(chosen)))
         if missed:

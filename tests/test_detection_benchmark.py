@@ -135,6 +135,27 @@ def test_a_round_can_add_healthy_runs_only_on_some_settings(round_):
     assert sum(c.fault is None for c in cases) >= 10  # enough healthy runs to judge a 1-in-10 warning rate
 
 
+def test_each_round_is_summed_on_its_own_cases():
+    def alert(step, severity):
+        return Alert(step, "variance_collapse", severity, "target/std_mean", 0.1, "")
+
+    judged = [
+        DETECTION.Judgement("a/healthy_s0", "test", None, None, None, None, [alert(50, "warning")], None, None, round=5),
+        DETECTION.Judgement("a/collapse_1_at10_s0", "test", "collapse", 10, 40, "std_mean halved",
+                            [alert(30, "warning")], None, 60, 20, round=5),  # before harm and both baselines
+        DETECTION.Judgement("a/collapse_2_at10_s0", "test", "collapse", 10, 40, "std_mean halved",
+                            [alert(60, "critical")], 50, None, 20, round=5),  # after harm and the loss
+        DETECTION.Judgement("b/lr_blowup_3_at10_s1", "test", "lr_blowup", 10, None, None, [alert(20, "critical")],
+                            None, None, 20, round=6),  # benign: a critical false alarm
+        DETECTION.Judgement("b/healthy_s1", "test", None, None, 30, "knn/accuracy fell", [], None, None, round=6),
+    ]
+    assert DETECTION.round_lines(judged) == [
+        "  round  5: caught 2/2 (1 at or before harm), not blunt before both baselines 1/2, critical false alarms "
+        "healthy 0/1 benign 0/0, healthy runs warned 1/1, labelled harmful 0",
+        "  round  6: caught 0/0 (0 at or before harm), not blunt before both baselines 0/0, critical false alarms "
+        "healthy 0/1 benign 1/1, healthy runs warned 0/1, labelled harmful 1"]
+
+
 def test_an_empty_split_is_not_a_target_met(tmp_path, capsys):
     # Only tuning cases recorded (the test round not trained yet): the benchmark says so and exits 1.
     source = next(d for d in RECORDED

@@ -129,6 +129,37 @@ def test_without_a_config_the_doctor_says_the_floor_is_off(tmp_path) -> None:
     assert "no readable config.toml" in format_report(diagnose(run))
 
 
+def test_the_doctor_judges_with_the_runs_own_rules_when_asked(tmp_path, capsys) -> None:
+    # A user whose encoder's healthy tokens span few directions lowers the floor in their run's [rules]: today's
+    # rules warn on it, the run's own do not (`jepa doctor RUN --rules run`).
+    from jepa_core.workbench.doctor import doctor_main, run_rules  # noqa: PLC0415
+
+    rows = [{"step": s, TOKEN: 40.0 * 0.992 ** s} for s in range(0, 401, 20)]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("".join(encode_row(r) + "\n" for r in rows))
+    save_config(apply_overrides(preset("tiny"), [f"model.embed_dim={WIDTH}", "rules.rank_floor_fraction=0.01"]),
+                run / "config.toml")
+    assert run_rules(run).rank_floor_fraction == 0.01
+    today, own = diagnose(run), diagnose(run, own_rules=True)
+    assert (today.verdict, today.rules) == ("warning", "today") and [a.rule for a in today.alerts] == ["rank_collapse"]
+    assert (own.verdict, own.rules, own.alerts) == ("healthy", "run", [])
+    assert "judged with the run's own [rules] (config.toml)" in format_report(own)
+    assert "judged with today's rules (the run's own: --rules run)" in format_report(today)
+    assert doctor_main([str(run)]) == 1 and doctor_main([str(run), "--rules", "run"]) == 0
+    assert doctor_main([str(run), "--rules", "run", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["rules"] == "run"
+    # No config, or one that does not load: exit 2 naming the file, before judging anything.
+    (run / "config.toml").write_text("[rules]\nno_such_threshold = 1\n")
+    assert doctor_main([str(run), "--rules", "run"]) == 2
+    assert "config.toml: the run's own rules do not load" in capsys.readouterr().err
+    (run / "config.toml").unlink()
+    assert doctor_main([str(run), "--rules", "run"]) == 2
+    err = capsys.readouterr().err
+    assert "config.toml: not found, so the run's own rules are unknown" in err
+    assert doctor_main([str(run)]) == 0  # today's rules, no floor without the width
+
+
 # ------------------------------------------------------------------------------ the fixed-batch trend's span
 
 

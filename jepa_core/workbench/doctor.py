@@ -2,6 +2,8 @@
 
 Alerts are the alert rows training already wrote, merged with a fresh evaluation of the rules over the metric rows
 (deduplicated by (rule, step)), so a run recorded with old thresholds, or with rules off, is still judged today.
+`--rules run` judges with the run's own `[rules]` from its config.toml instead (thresholds a user tuned for an
+unusual encoder, say a lower `rank_floor_fraction`); the alerts training wrote are merged either way.
 Exit codes: 0 healthy (no alert, or info only), 1 a warning or critical alert, 2 the run cannot be read.
 """
 
@@ -28,7 +30,7 @@ from jepa_core.metrics.stream import ARCHIVED_STREAM_NAME, STREAM_NAME, encode_r
 from jepa_core.run import status as run_words
 
 __all__ = ["KEY_METRICS", "DoctorReport", "UnreadableRunError", "diagnose", "format_report", "doctor_main",
-           "resolve_metrics_path", "run_feature_dim"]
+           "resolve_metrics_path", "run_feature_dim", "run_rules"]
 
 # The early-warning signals a reader wants to see moving (or not) at a glance, in display order: the registry's.
 KEY_METRICS: tuple[str, ...] = registry.shown_in("doctor")
@@ -49,6 +51,7 @@ class DoctorReport:
     status: str = run_words.UNKNOWN  # the run's status word (jepa_core.run.status), verbatim
     last_step: int | None = None  # the run's own last step (meta.json), not the last logged metric step
     feature_dim: int | None = None  # the features' width from the run's config.toml (None: rank floor off)
+    rules: str = "today"  # which thresholds judged it: "today" (this version's defaults) or "run" (its config.toml)
 
     @property
     def exit_code(self) -> int:
@@ -56,7 +59,7 @@ class DoctorReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run, "verdict": self.verdict, "exit_code": self.exit_code, "status": self.status,
-                "last_step": self.last_step, "feature_dim": self.feature_dim,
+                "last_step": self.last_step, "feature_dim": self.feature_dim, "rules": self.rules,
                 "alerts": [a.to_row() for a in self.alerts],
                 "key_metrics": self.key_metrics}
 
@@ -153,14 +156,17 @@ def _key_metrics(scalars: pd.DataFrame, torn: int, bad: int) -> dict[str, Any]:
     }
 
 
-def diagnose(run_path: str | Path, cfg: RulesConfig | None = None) -> DoctorReport:
+def diagnose(run_path: str | Path, cfg: RulesConfig | None = None, own_rules: bool = False) -> DoctorReport:
     """Read a run (directory, metrics.jsonl or metrics.jsonl.gz), re-run the rules, merge recorded alerts, summarise
-    key metrics.
+    key metrics. `own_rules`: judge with the run's own [rules] (its config.toml) rather than `cfg` or the defaults.
 
-    Raises UnreadableRunError (naming the path) when there is nothing to judge: missing, empty or all garbage.
+    Raises UnreadableRunError (naming the path) when there is nothing to judge: missing, empty or all garbage, or
+    (own_rules) no readable config.toml.
     """
     path = resolve_metrics_path(run_path)
     feature_dim = run_feature_dim(path.parent)
+    if own_rules:
+        cfg = run_rules(path.parent)
     try:
         table = read_metrics(path)
         engine = RuleEngine(cfg, feature_dim)
@@ -179,7 +185,20 @@ def diagnose(run_path: str | Path, cfg: RulesConfig | None = None) -> DoctorRepo
     key_metrics = _key_metrics(table.scalars, table.torn_lines, len(table.bad_lines))
     status, last_step = _run_status(path, key_metrics.get("steps", {}).get("last"))
     return DoctorReport(run=str(path), verdict=verdict, alerts=alerts, key_metrics=key_metrics, status=status,
-                        last_step=last_step, feature_dim=feature_dim)
+                        last_step=last_step, feature_dim=feature_dim, rules="run" if own_rules else "today")
+
+
+def run_rules(run_dir: Path) -> RulesConfig:
+    """The [rules] the run was configured with, from its config.toml; UnreadableRunError naming the file if there is
+    none or it does not load."""
+    config = run_dir / "config.toml"
+    if not config.is_file():
+        raise UnreadableRunError(f"{config}: not found, so the run's own rules are unknown (judge with today's: "
+                                 "leave out --rules run)")
+    try:
+        return load_config(config).rules.validate()
+    except (OSError, ValueError, ConfigError) as exc:
+        raise UnreadableRunError(f"{config}: the run's own rules do not load: {exc}") from exc
 
 
 def run_feature_dim(run_dir: Path) -> int | None:
@@ -237,6 +256,8 @@ def format_report(report: DoctorReport) -> str:
     lines = [f"jepa doctor: {terminal_safe(report.run)}", f"verdict: {report.verdict.upper()}{note}",
              f"run status: {report.status}, last step {last}"
              + ("" if report.feature_dim else "; no readable config.toml beside the stream: the rank floor is off"),
+             "judged with " + ("the run's own [rules] (config.toml)" if report.rules == "run" else
+                               "today's rules (the run's own: --rules run)"),
              f"steps {steps.get('first')}..{steps.get('last')} ({steps.get('rows')} metric rows, "
              f"{km.get('torn_lines', 0)} torn, {km.get('bad_lines', 0)} bad lines)"]
     if tp.get("samples_per_second_last") is not None or tp.get("eta_seconds_last") is not None:
@@ -265,9 +286,12 @@ def doctor_main(argv: list[str] | None = None) -> int:
                                                  "2 unreadable).")
     parser.add_argument("run", help="run directory, metrics.jsonl file, or an archived metrics.jsonl.gz")
     parser.add_argument("--json", action="store_true", help="print the report as one strict JSON object")
+    parser.add_argument("--rules", choices=("today", "run"), default="today",
+                        help="thresholds to judge with: today's defaults (default) or the run's own [rules] from its "
+                             "config.toml")
     args = parser.parse_args(argv)
     try:
-        report = diagnose(args.run)
+        report = diagnose(args.run, own_rules=args.rules == "run")
     except UnreadableRunError as exc:
         print(f"jepa doctor: {terminal_safe(str(exc))}", file=sys.stderr)
         return EXIT_UNREADABLE
