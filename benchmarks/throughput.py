@@ -2,7 +2,10 @@
 
 Diagnostics stay at each preset's cadences (the numbers a user sees) except the basic group, read every
 --phase-every steps so that the timed window holds several phase splits; evaluation and checkpoints are pushed out
-of the timed window. Warm-up steps (allocator, cuDNN choices, torch.compile's compilation) are not timed.
+of the timed window. Warm-up steps (allocator, cuDNN choices, torch.compile's compilation) are not timed: with
+compile, warm-up goes on (up to --max-warmup steps) until three steps in a row built no new graph, since the masks'
+context sizes vary per batch and the second size seen recompiles with dynamic shapes. The warm-up's wall time (the
+compilation a user waits for) and any graph still built inside the timed window are printed with each row.
 
 - phases: data wait, forward+backward, optimizer, EMA and diagnostics (the trainer's own time/<phase>_seconds) as
   shares of the step time of the timed steps that logged them (time/step_seconds plus the diagnostics after it);
@@ -32,7 +35,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from jepa_core.config import preset
 from jepa_core.data import normalize_images
+from jepa_core.method.faults import HEALTHY
 from jepa_core.method.masks import MaskBatch
+from jepa_core.method.runtime import compiled_graph_count
 from jepa_core.method.step import _forward_loss
 from jepa_core.run.trainer import Trainer
 
@@ -67,7 +72,8 @@ def flops_per_step(trainer: Trainer, first_step: int, count: int) -> float:
         masks = MaskBatch(masks.context_idx.to(trainer.device), masks.target_idx.to(trainer.device))
         with FlopCounterMode(display=False) as counter:
             with trainer.autocast():
-                objective, *_ = _forward_loss(trainer.online, trainer.model.target_encoder, images, masks, settings)
+                objective, *_ = _forward_loss(trainer.online, trainer.model.target_encoder, images, masks, settings,
+                                              HEALTHY)
             objective.backward()
         trainer.optimizer.zero_grad(set_to_none=True)
         totals.append(counter.get_total_flops())
@@ -91,15 +97,24 @@ def measure(name: str, compile_: bool, args: argparse.Namespace, run_root: Path)
     trainer = Trainer(cfg, run_dir=run_root / f"{name}-{'compiled' if compile_ else 'eager'}", quiet=True,
                       progress=False)
     steps = args.steps if name == "tiny" or trainer.device.type == "cuda" else max(2, args.steps // 10)
-    for _ in range(max(args.warmup, 5) if compile_ else args.warmup):
+    cuda = trainer.device.type == "cuda"
+    warm_start = time.perf_counter()
+    warmed, quiet = 0, 0
+    while warmed < (max(args.warmup, 5) if compile_ else args.warmup) or (
+            compile_ and quiet < 3 and warmed < args.max_warmup):
+        graphs = compiled_graph_count()
         trainer.step_once()
+        warmed += 1
+        quiet = quiet + 1 if compiled_graph_count() == graphs else 0
+    if cuda:
+        torch.cuda.synchronize()
+    warm_seconds = time.perf_counter() - warm_start
     rows: list[dict[str, float]] = []
     trainer.on_metrics = lambda step, metrics: rows.append(metrics) if "time/forward_backward_seconds" in metrics \
         else None
-    cuda = trainer.device.type == "cuda"
     if cuda:
-        torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
+    graphs_before = compiled_graph_count()
     rss_before = peak_rss_gib()
     t0 = time.perf_counter()
     for _ in range(steps):
@@ -107,9 +122,10 @@ def measure(name: str, compile_: bool, args: argparse.Namespace, run_root: Path)
     if cuda:
         torch.cuda.synchronize()
     seconds = (time.perf_counter() - t0) / steps
+    graphs_timed = compiled_graph_count() - graphs_before
     peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else peak_rss_gib()
     trainer.on_metrics = None
-    flops = flops_per_step(trainer, trainer.step, args.flop_batches)
+    flops = flops_per_step(trainer, 0, args.flop_batches)  # the same batches for every mode and preset
     trainer.close()
     # Shares of the same rows' step time (the step plus the diagnostics after it): the phases and their total come
     # from the same steps, so a noisy machine shifts both alike.
@@ -125,6 +141,8 @@ def measure(name: str, compile_: bool, args: argparse.Namespace, run_root: Path)
         "GFLOP/step": flops / 1e9, "TFLOP/s": achieved, "MFU": achieved / peak_tflops if peak_tflops else None,
         "peak GiB": peak, "peak kind": "cuda allocated" if cuda else f"process RSS (+{peak - rss_before:.2f} in steps)",
         **{f"%{p}": shares[p] for p in PHASES},
+        "warm-up": f"{warmed} steps in {warm_seconds:.1f} s" + (f", {graphs_timed} graph(s) built in the timed steps"
+                                                                if graphs_timed else ""),
     }
 
 
@@ -133,11 +151,12 @@ def main() -> None:
     parser.add_argument("--presets", nargs="+", default=["tiny", "small"])
     parser.add_argument("--steps", type=int, default=20, help="timed steps per preset (small on CPU: a tenth)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (at least 5 with compile)")
+    parser.add_argument("--max-warmup", type=int, default=40, help="with compile: warm-up steps at most")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--compile", choices=["off", "on", "both"], default="off")
     parser.add_argument("--batch-size", type=int, default=0, help="override the preset's batch size (0 keeps it)")
     parser.add_argument("--phase-every", type=int, default=5, help="basic cadence (phase split) in the timed window")
-    parser.add_argument("--flop-batches", type=int, default=2, help="batches the FLOP count averages over")
+    parser.add_argument("--flop-batches", type=int, default=4, help="batches the FLOP count averages over")
     parser.add_argument("--peak-tflops", type=float, default=0.0, help="the device's dense bf16 peak, if not known")
     args = parser.parse_args()
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.compile]
@@ -145,7 +164,8 @@ def main() -> None:
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"torch {torch.__version__}, {gpu}, {torch.get_num_threads()} threads")
     print(f"{'preset':<7}{'compile':>8}{'batch':>6}{'s/step':>9}{'samples/s':>11}{'GFLOP/step':>11}{'TFLOP/s':>9}"
-          f"{'MFU':>7}{'peak GiB':>9}  {'data fwd+bwd optim ema diag (% of step)':<40} peak measured as", flush=True)
+          f"{'MFU':>7}{'peak GiB':>9}  {'data fwd+bwd optim ema diag (% of step)':<40} peak measured as; warm-up",
+          flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.presets:
             for compile_ in modes:  # each row is printed when measured: a run cut short keeps what it measured
@@ -154,7 +174,7 @@ def main() -> None:
                 split = " ".join(f"{100 * r[f'%{p}']:>4.1f}" for p in PHASES)
                 print(f"{r['preset']:<7}{r['compile']:>8}{r['batch']:>6}{r['s/step']:>9.3f}{r['samples/s']:>11.1f}"
                       f"{r['GFLOP/step']:>11.1f}{r['TFLOP/s']:>9.2f}{mfu:>7}{r['peak GiB']:>9.2f}  {split:<40} "
-                      f"{r['peak kind']}", flush=True)
+                      f"{r['peak kind']}; {r['warm-up']}", flush=True)
 
 
 if __name__ == "__main__":
