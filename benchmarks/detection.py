@@ -151,6 +151,10 @@ def summary(judgements: list[Judgement]) -> tuple[list[str], list[str]]:
     loss_leads = [x for j in caught if (x := j.lead(j.loss_step)) is not None]
     eval_leads = [x for j in caught if (x := j.lead(j.eval_step)) is not None]
     harm_leads = [x for j in caught if (x := j.lead(j.harm_step)) is not None]
+    # A run set to stop on a critical alert stops only on these; the other catches are warnings that a person reads.
+    stopped = [j for j in harmful if j.criticals]
+    by_fault = {fault: (sum(bool(j.criticals) for j in harmful if j.fault == fault),
+                        sum(j.fault == fault for j in harmful)) for fault in sorted({j.fault for j in harmful})}
     lines = [
         f"healthy runs {len(healthy)}, fault runs {len(faults)} ({len(harmful)} harmful, {len(benign)} benign)",
         f"harmful faults caught                 {len(caught)}/{len(harmful)}",
@@ -163,6 +167,8 @@ def summary(judgements: list[Judgement]) -> tuple[list[str], list[str]]:
         f" ({sum(j.loss_step is None for j in caught)} where the loss never showed it)",
         f"  lead over evaluation, steps         {_lead_text(eval_leads)}"
         f" ({sum(j.eval_step is None for j in caught)} where evaluation never showed it)",
+        f"  with a critical alert (what rules.stop_on_critical stops) {len(stopped)}/{len(harmful)}: "
+        + ", ".join(f"{fault} {n}/{total}" for fault, (n, total) in by_fault.items()),
         f"critical false alarms: healthy {len(false_healthy)}/{len(healthy)}, benign {len(false_benign)}/{len(benign)}",
         f"warnings on healthy runs              {healthy_warnings} in {len(healthy)} runs",
         f"warnings on benign fault runs         {sum(bool(j.warnings) for j in benign)}/{len(benign)} runs",

@@ -336,5 +336,23 @@ SETTINGS = (
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.35, 1.1, 3.6)), ("lr_blowup", (8.0, 35.0, 1200.0, 1e6)),
                         ("mask_leak", (0.12,)))),
+    # Never tuned on: a user who follows I-JEPA's large models in giving the predictor the encoder's width (96, where
+    # every tuned setting's was half of it or less) and four blocks of it, with a target that follows fast (the EMA
+    # momentum from 0.985; the fastest tuned was 0.99), four targets of 15-20%, lr 5e-4 after a warm-up of 60, for
+    # 540 steps, reading every 9 steps, the fixed batch every 27, covariance, parameter distance and weights health
+    # every 45, evaluation every 54. Onsets at a quarter, half and three quarters, each trained 135 steps on.
+    Setting("predheavy", ("model.pred_dim=96", "model.pred_depth=4", "model.pred_num_heads=4", "ema.start=0.985",
+                          "masks.num_targets=4", "optim.lr=5e-4", "optim.warmup_steps=60", "optim.steps=540",
+                          "diagnostics.basic_every_steps=9", "diagnostics.representation_every_steps=9",
+                          "diagnostics.mask_check_every_steps=9", "diagnostics.fixed_batch_every_steps=27",
+                          "diagnostics.covariance_every_steps=45", "diagnostics.param_distance_every_steps=45",
+                          "diagnostics.weights_health_every_steps=45", "diagnostics.eval_every_steps=54",
+                          "logging.checkpoint_every_steps=135"),
+            540, (135, 270, 405), 135, "tiny with a predictor as wide as the encoder (96) and 4 deep, the EMA momentum "
+            "from 0.985, four targets, lr 5e-4, warm-up 60, the fixed batch every 27 steps, cadences 9/45, 540 steps "
+            "(never tuned on)", round=24,
+            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
+            magnitudes=(("collapse", (0.33, 1.25, 3.9)), ("lr_blowup", (7.5, 28.0, 850.0, 1e6)),
+                        ("mask_leak", (0.09,)))),
 )
 SETTING = {s.name: s for s in SETTINGS}

@@ -119,14 +119,14 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     assert (cases["shallow/collapse_0.7_at165_s1"].round, cases["shallow/collapse_0.7_at165_s1"].split) == (
         18, "tune")
     # Rounds 16-19 tested the rules of a54701c; the rules changed after round 19 was read (rank_collapse's floor,
-    # the fixed-batch trend's span), so they are tuning data. Rounds 20-22 were read, but nothing changed after
-    # them: they test the same rules as round 23.
+    # the fixed-batch trend's span), so they are tuning data. Rounds 20-23 were read, but nothing changed after
+    # them: they test the same rules as round 24.
     assert all(c.split == "tune" for r in range(2, 20) for c in LIBRARY.round_cases(r))
-    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (20, 23)
-    assert all(c.split == "test" for r in (20, 21, 22, 23) for c in LIBRARY.round_cases(r))
+    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (20, 24)
+    assert all(c.split == "test" for r in (20, 21, 22, 23, 24) for c in LIBRARY.round_cases(r))
 
 
-@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23])
+@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24])
 def test_a_round_can_add_healthy_runs_only_on_some_settings(round_):
     cases = LIBRARY.round_cases(round_)
     for name in LIBRARY.ROUND_HEALTHY_SETTINGS[round_]:
@@ -333,6 +333,16 @@ def test_the_lead_over_harm_is_reported_not_judged():
     lines, failures = DETECTION.summary([early, late])
     assert failures == []
     assert "  caught at or before its harm step   1/2 (lead over harm median -5, worst -40)" in lines
+
+
+def test_the_report_counts_the_harmful_runs_a_critical_alert_would_stop_by_fault():
+    runs = [judgement("collapse", [alert(150)], 180, "rank collapsed"),
+            judgement("collapse", [alert(150), alert(170, "critical")], 180, "rank collapsed"),
+            judgement("lr_blowup", [alert(110, "critical")], 110, "loss non-finite", 110),
+            judgement("lr_blowup", [alert(120, "critical")])]  # benign: not counted
+    lines, _ = DETECTION.summary(runs)
+    assert ("  with a critical alert (what rules.stop_on_critical stops) 2/3: collapse 1/2, lr_blowup 1/1"
+            in lines)
 
 
 def test_warnings_on_healthy_runs_are_limited_to_one_in_ten():
