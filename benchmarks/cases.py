@@ -116,7 +116,11 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    per-batch signal had moved; no rule changed.
 # 24. the never-tuned `predheavy` setting (all seeds: a predictor as wide as the encoder and 4 deep, a fast target
 #    with the EMA momentum from 0.985), seeds 47-48 of smallctx (healthy and a grid) and of manytargets and depth3
-#    (healthy only), recorded with the rules still as frozen at f2f983b: a fifth test of them.
+#    (healthy only), recorded with the rules still as frozen at f2f983b: a fifth test of them. Every target met on
+#    `predheavy`; one missed: a critical false_comfort at the last reading of `smallctx`'s benign lr x8 from 140
+#    (seed 48), round 22's class. Studied after: trained on to the schedule's end it stays benign (its probe 4.9
+#    points below its best, at the label's edge), and its falls before the alert lie low within those of the 98
+#    harmful runs false_comfort fires on (benchmarks/false_comfort_falls.py): no rule changed.
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),

@@ -220,7 +220,11 @@ def rule_lines(judgements: list[Judgement]) -> tuple[list[str], list[str]]:
 def case_lines(judgements: list[Judgement]) -> list[str]:
     out = []
     for j in judgements:
-        fired = ", ".join(f"{a.rule}{'!' if a.severity == 'critical' else ''}@{a.step}" for a in j.alerts[:4])
+        # The first four alerts, and every critical one after them: a false alarm must not hide behind warnings.
+        shown = [a for i, a in enumerate(j.alerts) if i < 4 or a.severity == "critical"]
+        fired = ", ".join(f"{a.rule}{'!' if a.severity == 'critical' else ''}@{a.step}" for a in shown)
+        if len(shown) < len(j.alerts):
+            fired += f" (+{len(j.alerts) - len(shown)} more)"
         label = "healthy" if j.fault is None else ("harmful" if j.harmful else "benign")
         harm_text = f"{j.harm_why}@{j.harm_step}" if j.harmful else "-"
         out.append(f"  {j.key:44s} {label:8s} harm {harm_text:28s} loss@{j.loss_step} eval@{j.eval_step} "

@@ -354,6 +354,15 @@ def test_warnings_on_healthy_runs_are_limited_to_one_in_ten():
 # ----------------------------------------------------------------------------------------------- the demo runs
 
 
+def test_the_case_listing_shows_a_critical_alert_that_follows_four_warnings():
+    # Round 24's false alarm (a critical alert at 280 after four warnings) was cut off the one-line listing.
+    run = judgement("lr_blowup", [*(alert(step) for step in (210, 266, 273, 280)), alert(280, "critical"),
+                                  alert(290)])
+    (line,) = DETECTION.case_lines([run])
+    assert line.endswith("rank_collapse@273, rank_collapse@280, rank_collapse!@280 (+1 more)")
+    assert DETECTION.case_lines([judgement(None, [])])[0].endswith("| no alert")
+
+
 def test_demo_recording_thins_a_run_and_rederives_stale_alerts(tmp_path):
     bench = load_benchmark("demo_runs")
     run = tmp_path / "runs" / "fault_x"
