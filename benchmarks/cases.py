@@ -121,12 +121,15 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    (seed 48), round 22's class. Studied after: trained on to the schedule's end it stays benign (its probe 4.9
 #    points below its best, at the label's edge), and its falls before the alert lie low within those of the 98
 #    harmful runs false_comfort fires on (benchmarks/false_comfort_falls.py): no rule changed.
+# 25. the never-tuned `flatlr` setting (all seeds: a flat lr after warm-up, the EMA momentum to 0.999, clipping at 3,
+#    two elongated targets), seeds 49-50 of predheavy (healthy and a grid) and of narrow and smallctx (healthy
+#    only), recorded with the rules still as frozen at f2f983b: a sixth test of them.
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
                15: (29, 30), 16: (31, 32), 17: (33, 34), 18: (35, 36), 19: (37, 38),
                20: (39, 40), 21: (41, 42),
-               22: (43, 44), 23: (45, 46), 24: (47, 48)}
+               22: (43, 44), 23: (45, 46), 24: (47, 48), 25: (49, 50)}
 ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny", "wide"),
                        5: ("tiny", "momentum"), 6: ("sparse",), 7: ("blocks",),
                        8: ("batch32",), 10: ("batch32_fb",), 11: ("mse",),
@@ -134,7 +137,8 @@ ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny",
                        15: ("warmup",), 16: ("narrow",), 17: ("latewarm",),
                        18: ("bigblocks",), 19: ("shallow",),
                        20: ("depth3",), 21: ("twoblock",),
-                       22: ("shallow",), 23: ("manytargets",), 24: ("smallctx",)}  # ... each grid cell once
+                       22: ("shallow",), 23: ("manytargets",), 24: ("smallctx",),
+                       25: ("predheavy",)}  # ... each grid cell once
 ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           6: ("quick", "calib"), 7: ("quick", "calib"),
                           8: ("quick", "momentum"), 10: ("quick", "holdout"),
@@ -144,8 +148,9 @@ ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           17: ("narrow", "quick"), 18: ("narrow", "defaults"),
                           19: ("narrow", "quick"), 20: ("shallow", "calib"),
                           21: ("shallow", "narrow"), 22: ("quick", "calib"),
-                          23: ("twoblock", "wide160"), 24: ("manytargets", "depth3")}  # ... healthy runs only
-TEST_ROUND = 24  # the newest round
+                          23: ("twoblock", "wide160"), 24: ("manytargets", "depth3"),
+                          25: ("narrow", "smallctx")}  # ... healthy runs only
+TEST_ROUND = 25  # the newest round
 # Every round since this one was recorded after the rules it tests were frozen, and no rule has changed since: each
 # is a test of the same rules. Move it to the next round when a rule or a label changes.
 FIRST_TEST_ROUND = 20

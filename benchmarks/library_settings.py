@@ -354,5 +354,25 @@ SETTINGS = (
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.33, 1.25, 3.9)), ("lr_blowup", (7.5, 28.0, 850.0, 1e6)),
                         ("mask_leak", (0.09,)))),
+    # Never tuned on: a user who keeps the lr flat after its warm-up (final_lr = lr = 5e-4; every tuned setting decays
+    # it tenfold or more by a cosine), so the late schedule keeps moving, with a target that never stops following
+    # (the EMA momentum from 0.994 to 0.999, not to 1), looser gradient clipping (3, where every other setting clips
+    # at 1 or not at all), two elongated targets (aspect 0.5-2), 520 steps, readings every 10 steps, the fixed batch
+    # every 26, covariance, parameter distance and weights health every 65, evaluation every 65. Onsets at a quarter,
+    # half and three quarters, each trained 130 steps on.
+    Setting("flatlr", ("optim.lr=5e-4", "optim.final_lr=5e-4", "optim.start_lr=5e-5", "optim.warmup_steps=50",
+                       "optim.grad_clip=3.0", "ema.start=0.994", "ema.end=0.999", "masks.num_targets=2",
+                       "masks.target_aspect=[0.5, 2.0]", "optim.steps=520",
+                       "diagnostics.basic_every_steps=10", "diagnostics.representation_every_steps=10",
+                       "diagnostics.mask_check_every_steps=10", "diagnostics.fixed_batch_every_steps=26",
+                       "diagnostics.covariance_every_steps=65", "diagnostics.param_distance_every_steps=65",
+                       "diagnostics.weights_health_every_steps=65", "diagnostics.eval_every_steps=65",
+                       "logging.checkpoint_every_steps=130"),
+            520, (130, 260, 390), 130, "tiny with a flat lr of 5e-4 after a warm-up of 50 (no decay), the EMA momentum "
+            "from 0.994 to 0.999, gradient clipping at 3, two targets of aspect 0.5-2, the fixed batch every 26 steps, "
+            "cadences 10/65, 520 steps (never tuned on)", round=25,
+            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
+            magnitudes=(("collapse", (0.38, 1.15, 3.3)), ("lr_blowup", (9.5, 42.0, 950.0, 1e6)),
+                        ("mask_leak", (0.07,)))),
 )
 SETTING = {s.name: s for s in SETTINGS}

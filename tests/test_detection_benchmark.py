@@ -119,14 +119,14 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     assert (cases["shallow/collapse_0.7_at165_s1"].round, cases["shallow/collapse_0.7_at165_s1"].split) == (
         18, "tune")
     # Rounds 16-19 tested the rules of a54701c; the rules changed after round 19 was read (rank_collapse's floor,
-    # the fixed-batch trend's span), so they are tuning data. Rounds 20-23 were read, but nothing changed after
-    # them: they test the same rules as round 24.
+    # the fixed-batch trend's span), so they are tuning data. Rounds 20-24 were read, but nothing changed after
+    # them: they test the same rules as round 25.
     assert all(c.split == "tune" for r in range(2, 20) for c in LIBRARY.round_cases(r))
-    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (20, 24)
-    assert all(c.split == "test" for r in (20, 21, 22, 23, 24) for c in LIBRARY.round_cases(r))
+    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (20, 25)
+    assert all(c.split == "test" for r in (20, 21, 22, 23, 24, 25) for c in LIBRARY.round_cases(r))
 
 
-@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24])
+@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25])
 def test_a_round_can_add_healthy_runs_only_on_some_settings(round_):
     cases = LIBRARY.round_cases(round_)
     for name in LIBRARY.ROUND_HEALTHY_SETTINGS[round_]:
