@@ -1,0 +1,89 @@
+"""How far the target-online distance and the update ratio jump in one reading, healthy runs against lr blow-ups.
+
+Round 25's two misses (`flatlr`: lr x9.5 and x42 from step 390 of a flat lr schedule) scrambled the representation
+rather than collapsing it: spreads and ranks rose, the loss climbed slowly, the probe fell. What moved first was the
+distance between target and online encoder: the features' distance on the fixed probe batch
+(`ema/fixed_batch_distance`, read every 26 steps there) 3.5x and 6x its previous reading at its first reading after
+the onset, the weights' (`ema/relative_param_l2`) 4x and 7x, the update ratio 5x and 4x. No rule reads the
+feature distance for a rise, and the trend and level-shift rules that read the other two add a capped amount per
+reading, so one reading, however large, cannot fire them (two readings in the 130 steps at a cadence of 65).
+
+This counts, for each of those signals, the largest ratio of a reading to the previous one after the rules' warm-up:
+over the healthy runs (how often health jumps as far, i.e. what a rule on one jump would cost in warnings) and over
+the harmful lr blow-ups (what it would catch, and when against the harm step). Both splits are printed apart. It
+is read-only, and chooses nothing: a rule built on it must be tuned on the tuning split and tested on a round
+recorded after it.
+
+    python benchmarks/distance_jumps.py
+    python benchmarks/distance_jumps.py --ratios 2 3 4
+    python benchmarks/distance_jumps.py --cases flatlr/lr_blowup_9.5_at390_s2   # ... and when each signal jumped
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from detection import judge, library_cases  # noqa: E402
+from ground_truth import readings  # noqa: E402
+from library import LIBRARY, load_case  # noqa: E402
+
+from jepa_core.config.rules import RulesConfig  # noqa: E402
+
+SIGNALS = ("ema/fixed_batch_distance", "ema/relative_param_l2", "health/update_ratio")
+
+
+def first_jump(rows: list[dict], key: str, ratio: float, after: int) -> int | None:
+    """The first step past `after` whose reading of `key` is `ratio` times the previous reading or more."""
+    last = None
+    for step, value in sorted(readings(rows, key).items()):
+        if not math.isfinite(value):
+            continue
+        if last is not None and step > after and last > 0 and value >= ratio * last:
+            return step
+        last = value
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ratios", type=float, nargs="+", default=[2.0, 2.5, 3.0])
+    parser.add_argument("--cases", nargs="*", default=[], help="setting/name: print each signal's first jump")
+    args = parser.parse_args(argv)
+    warmup = RulesConfig().warmup_steps
+    runs = []  # (split, key, harmful lr blow-up or healthy, onset or warm-up, harm step, rows)
+    for case_dir in library_cases():
+        j = judge(case_dir)
+        if j.fault is None or (j.fault == "lr_blowup" and j.harmful):
+            after = warmup if j.onset is None else j.onset
+            runs.append((j.split, j.key, j.fault is None, after, j.harm_step, load_case(case_dir)[1]))
+    for split in ("tune", "test"):
+        healthy = [r for r in runs if r[0] == split and r[2]]
+        blowups = [r for r in runs if r[0] == split and not r[2]]
+        print(f"{split} split: {len(healthy)} healthy runs, {len(blowups)} harmful lr blow-ups; "
+              "a reading at least RATIO x the previous one (healthy: after the rules' warm-up; blow-ups: after the onset)")
+        for key in SIGNALS:
+            for ratio in args.ratios:
+                warned = [r[1] for r in healthy if first_jump(r[5], key, ratio, r[3]) is not None]
+                steps = [(first_jump(r[5], key, ratio, r[3]), r[4]) for r in blowups]
+                caught = [(s, h) for s, h in steps if s is not None]
+                early = sum(h is None or s <= h for s, h in caught)
+                print(f"  {key:26s} {ratio:g}x: healthy {len(warned)}/{len(healthy)}"
+                      + (f" ({', '.join(warned[:3])})" if warned else "")
+                      + f"; lr blow-ups {len(caught)}/{len(blowups)}, {early} at or before harm")
+    for name in args.cases:
+        j = judge(LIBRARY / name)
+        rows = load_case(LIBRARY / name)[1]
+        after = warmup if j.onset is None else j.onset
+        print(f"{j.key}: harm {j.harm_step} ({j.harm_why}), loss-only baseline {j.loss_step}, evaluation "
+              f"{j.eval_step}; first reading at RATIO x the previous one: " + "; ".join(
+                  f"{key} " + ", ".join(f"{r:g}x {first_jump(rows, key, r, after)}" for r in args.ratios)
+                  for key in SIGNALS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

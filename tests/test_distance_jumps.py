@@ -1,0 +1,20 @@
+"""benchmarks/distance_jumps.py: a jump is one reading against the one before it, of the same signal, after the
+given step; a first reading of 0 (the target is a copy at step 0) or a non-finite one is no reference."""
+
+from __future__ import annotations
+
+from benchmark_util import load_benchmark
+
+KEY = "ema/relative_param_l2"
+
+
+def test_a_jump_is_a_reading_against_the_previous_one_after_the_given_step():
+    jumps = load_benchmark("distance_jumps")
+    rows = [{"step": 0, KEY: 0.0}, {"step": 50, KEY: 0.1}, {"step": 100, KEY: 0.12}, {"step": 150, "loss": 1.0},
+            {"step": 200, KEY: 0.3}, {"step": 250, KEY: 0.35}]
+    assert jumps.first_jump(rows, KEY, 2.0, 0) == 200  # 0 -> 0.1 is no jump: a copy has no distance to grow from
+    assert jumps.first_jump(rows, KEY, 2.5, 0) == 200  # 0.3 / 0.12
+    assert jumps.first_jump(rows, KEY, 2.6, 0) is None
+    assert jumps.first_jump(rows, KEY, 2.0, 200) is None  # only readings after step 200 count
+    assert jumps.first_jump([{"step": 10, KEY: float("nan")}, {"step": 20, KEY: 0.1}, {"step": 30, KEY: 0.2}],
+                            KEY, 2.0, 0) == 30
