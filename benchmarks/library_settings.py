@@ -374,5 +374,23 @@ SETTINGS = (
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.38, 1.15, 3.3)), ("lr_blowup", (9.5, 42.0, 950.0, 1e6)),
                         ("mask_leak", (0.07,)))),
+    # Never tuned on: a user who pushes the lr to 1.2e-3 (above every tuned setting's) after a short warm-up of 36
+    # steps from 6e-5, with more weight decay (0.05 to 0.25), the EMA momentum from 0.997, three targets, 480 steps,
+    # readings every 12 steps, the fixed batch every 36, covariance, parameter distance and weights health every 60,
+    # evaluation every 60. The first test of the distance-jump warning (ema_runaway): a fast early climb of the
+    # target-online distance that a healthy run makes, and lr blow-ups on a schedule that already moves fast.
+    Setting("hotlr", ("optim.lr=1.2e-3", "optim.start_lr=6e-5", "optim.warmup_steps=36", "optim.weight_decay=0.05",
+                      "optim.final_weight_decay=0.25", "ema.start=0.997", "masks.num_targets=3", "optim.steps=480",
+                      "diagnostics.basic_every_steps=12", "diagnostics.representation_every_steps=12",
+                      "diagnostics.mask_check_every_steps=12", "diagnostics.fixed_batch_every_steps=36",
+                      "diagnostics.covariance_every_steps=60", "diagnostics.param_distance_every_steps=60",
+                      "diagnostics.weights_health_every_steps=60", "diagnostics.eval_every_steps=60",
+                      "logging.checkpoint_every_steps=120"),
+            480, (120, 240, 360), 120, "tiny with the lr at 1.2e-3 after a warm-up of 36 from 6e-5, weight decay "
+            "0.05 to 0.25, the EMA momentum from 0.997, three targets, the fixed batch every 36 steps, cadences 12/60, "
+            "480 steps (never tuned on)", round=26,
+            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
+            magnitudes=(("collapse", (0.42, 1.3, 3.6)), ("lr_blowup", (6.5, 22.0, 700.0, 1e6)),
+                        ("mask_leak", (0.11,)))),
 )
 SETTING = {s.name: s for s in SETTINGS}

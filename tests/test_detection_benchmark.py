@@ -119,14 +119,15 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     assert (cases["shallow/collapse_0.7_at165_s1"].round, cases["shallow/collapse_0.7_at165_s1"].split) == (
         18, "tune")
     # Rounds 16-19 tested the rules of a54701c; the rules changed after round 19 was read (rank_collapse's floor,
-    # the fixed-batch trend's span), so they are tuning data. Rounds 20-24 were read, but nothing changed after
-    # them: they test the same rules as round 25.
-    assert all(c.split == "tune" for r in range(2, 20) for c in LIBRARY.round_cases(r))
-    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (20, 25)
-    assert all(c.split == "test" for r in (20, 21, 22, 23, 24, 25) for c in LIBRARY.round_cases(r))
+    # the fixed-batch trend's span), so they are tuning data. Rounds 20-25 tested the rules of f2f983b; ema_runaway's
+    # distance jump was then chosen on them, so they are tuning data too, and round 26 tests the rules since.
+    assert all(c.split == "tune" for r in range(2, 26) for c in LIBRARY.round_cases(r))
+    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (26, 26)
+    assert all(c.split == "test" for c in LIBRARY.round_cases(26))
 
 
-@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25])
+@pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+                                    26])
 def test_a_round_can_add_healthy_runs_only_on_some_settings(round_):
     cases = LIBRARY.round_cases(round_)
     for name in LIBRARY.ROUND_HEALTHY_SETTINGS[round_]:
@@ -469,8 +470,17 @@ def test_recorded_case_is_what_the_library_would_train_now(case_dir):
 # Two healthy runs of rounds 18-19 whose evaluation fell past the label's margin (a healthy run has no run without
 # the fault to be compared with): `quick` seed 37's kNN 5.7 points below an early best while its probe climbed, and
 # `shallow` seed 1's probe 6.1 points below its best. They are misses of the label, not of the rules.
-KNOWN_TUNING_MISSES: list[str] = ["smalldata/collapse_0.6_at125_s23 not before eval",
-                                  "quick/healthy_s37 labelled harmful", "shallow/healthy_s1 labelled harmful"]
+# Rounds 20-25 (tuning data since ema_runaway's distance jump) brought four: `smallctx`'s lr x35 from 140, which the
+# loss showed at 168 and every signal the rules read later (the weights' distance jumped at 175, its gradient norm
+# 2.4x its level); two critical false_comfort alarms at the last recorded reading of benign lr blow-ups, whose falls
+# lie among those of harmful runs it fires on (benchmarks/false_comfort_falls.py); and healthy `shallow` seed 41,
+# whose probe fell 5 points below its best.
+KNOWN_TUNING_MISSES: list[str] = ["smallctx/lr_blowup_35_at140_s4 not before loss",
+                                  "smalldata/collapse_0.6_at125_s23 not before eval",
+                                  "manytargets/lr_blowup_30_at200_s1 critical false alarm",
+                                  "smallctx/lr_blowup_8_at140_s48 critical false alarm",
+                                  "quick/healthy_s37 labelled harmful", "shallow/healthy_s1 labelled harmful",
+                                  "shallow/healthy_s41 labelled harmful"]
 
 
 def test_a_collapse_continuing_the_early_descent_is_caught_by_its_pace_at_any_fixed_batch_cadence():

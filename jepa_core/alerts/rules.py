@@ -22,7 +22,7 @@ import math
 from jepa_core.alerts.base import Alert, Rule, RuleBase, fmt, number
 from jepa_core.alerts.collapse import (FalseComfortRule, RankCollapseRule, SteadyCollapseRule, Trend,
                                        VarianceCollapseRule)
-from jepa_core.alerts.detectors import OneSidedCusum, RobustBaseline
+from jepa_core.alerts.detectors import EpisodeGate, OneSidedCusum, RobustBaseline
 from jepa_core.config.rules import RulesConfig, split_names
 
 
@@ -124,28 +124,66 @@ class EmaStalledRule(RuleBase):
 
 
 class EmaRunawayRule(RuleBase):
+    """The online encoder moving away from the target faster than the EMA can follow: the weights' distance climbing
+    faster than its own trend or past the weights' own norm, or either distance (weights, or features on the fixed
+    probe batch) jumping in one reading.
+
+    The jump is what a late learning-rate blow-up shows first when it scrambles the representation rather than
+    collapsing it (round 25's `flatlr` misses: the feature distance 3.5-6x its previous reading, 39 steps before
+    harm, while spreads and ranks rose). The trend adds a capped amount per reading, so at a cadence of 65 or 500 steps
+    one reading, however far it jumps, cannot fire it. Healthy runs of rounds 1-25 (273) jump at most 1.8x (weights)
+    and 2.4x (features) in one reading, both early in the lr warm-up (benchmarks/distance_jumps.py)."""
+
     name = "ema_runaway"
     metric = "ema/relative_param_l2"
-    watches = frozenset({metric})
+    feature_distance = "ema/fixed_batch_distance"
+    watches = frozenset({metric, feature_distance})
 
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
         self.trend = Trend(cfg, cfg.ema_runaway_break, rising=True)
+        self.jump_ratio = {self.metric: cfg.ema_runaway_jump_ratio,
+                           self.feature_distance: cfg.ema_runaway_feature_jump_ratio}
+        self.previous: dict[str, float] = {}  # each distance's last finite, positive reading, warm-up included
+        # The feature distance is read far more often than the weights': its own episodes, so that its readings
+        # neither re-arm nor hold the weights' alert.
+        self.feature_gate = EpisodeGate(rearm=cfg.rearm_readings)
+
+    def _jumped(self, row: dict, metric: str) -> tuple[float, float] | None:
+        """(reading, ratio to the previous reading) when `metric` jumped by its ratio or more at this row."""
+        value = number(row, metric)
+        if value is None or not math.isfinite(value) or value <= 0:  # exactly 0 is ema_stalled's
+            return None
+        last, self.previous[metric] = self.previous.get(metric), value
+        ratio = self.jump_ratio[metric]
+        if last is None or ratio <= 0 or row["step"] < self.cfg.warmup_steps or value < ratio * last:
+            return None
+        return value, value / last
 
     def update(self, row: dict) -> list[Alert]:
-        step, cfg = row["step"], self.cfg
+        step, cfg, alerts = row["step"], self.cfg, []
+        jumps = {m: j for m in (self.metric, self.feature_distance) if (j := self._jumped(row, m)) is not None}
         value = self._settled_reading(row, self.metric)
-        if value is None or value <= 0:  # exactly 0 is ema_stalled's
-            return []
-        climbing = self.trend.update(step, value)
-        out_of_bounds = value > cfg.ema_runaway_max_distance
-        if not self.gate.observe(self.metric, climbing or out_of_bounds, 1):
-            return []
-        return [self._alert(step, "warning", self.metric, value, (
-            f"the online encoder is running away from the target ({self.metric} = {fmt(value)} at step {step}, "
-            f"{'farther than the weights norm' if out_of_bounds else 'climbing faster than its own trend'}). Check "
-            "first the learning rate (a blow-up moves the online weights faster than the EMA can follow; see "
-            "grad_norm and loss), then the EMA momentum schedule."))]
+        if value is not None and value > 0:
+            climbing = self.trend.update(step, value)
+            out_of_bounds = value > cfg.ema_runaway_max_distance
+            if self.gate.observe(self.metric, climbing or out_of_bounds or self.metric in jumps, 1):
+                how = ("farther than the weights norm" if out_of_bounds else
+                       f"{jumps[self.metric][1]:.1f}x its previous reading" if self.metric in jumps
+                       else "climbing faster than its own trend")
+                alerts.append(self._runaway(step, self.metric, value, how))
+        if step >= cfg.warmup_steps and number(row, self.feature_distance) is not None:
+            jumped = jumps.get(self.feature_distance)
+            if self.feature_gate.observe(self.feature_distance, jumped is not None, 1) and jumped is not None:
+                reading, ratio = jumped
+                alerts.append(self._runaway(step, self.feature_distance, reading, f"{ratio:.1f}x its previous reading"))
+        return alerts
+
+    def _runaway(self, step: int, metric: str, value: float, how: str) -> Alert:
+        return self._alert(step, "warning", metric, value, (
+            f"the online encoder is running away from the target ({metric} = {fmt(value)} at step {step}, {how}). "
+            "Check first the learning rate (a blow-up moves the online weights faster than the EMA can follow; see "
+            "grad_norm and loss), then the EMA momentum schedule."))
 
 
 class _LevelShift:

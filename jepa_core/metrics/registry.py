@@ -151,7 +151,7 @@ METRICS: tuple[Metric, ...] = (
        read_by=("ema_stalled", "ema_runaway")),
     # The target's features against the online encoder's on the same probe batch: exactly 0 when the target is a
     # copy of the online encoder; it keeps changing while the online encoder trains, whatever the target does.
-    _m("ema/fixed_batch_distance", "fixed_batch", _panel(_EMA), read_by=("ema_stalled",)),
+    _m("ema/fixed_batch_distance", "fixed_batch", _panel(_EMA), read_by=("ema_stalled", "ema_runaway")),
     _m("ema/target_grad_params", "mask_check", _panel(_EMA), _signal("leak", 1), read_by=("target_gradients",)),
     _m("health/grad_cosine_prev", "weights_health", _panel(_HEALTH),
        when="when the previous step's gradient was kept (not at the first step)"),
