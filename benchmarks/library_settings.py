@@ -389,7 +389,9 @@ SETTINGS = (
             480, (120, 240, 360), 120, "tiny with the lr at 1.2e-3 after a warm-up of 36 from 6e-5, weight decay "
             "0.05 to 0.25, the EMA momentum from 0.997, three targets, the fixed batch every 36 steps, cadences 12/60, "
             "480 steps (never tuned on)", round=26,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
+            # magnitudes of its own: collapse 0.42, lr x22 and a leak of 11% in no earlier grid, the others as earlier
+            # grids' (collapse 1.3, lr x6.5 and x700 as manytargets', 3.6 as smallctx's) on a faster schedule; lr x1e6
+            # reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.42, 1.3, 3.6)), ("lr_blowup", (6.5, 22.0, 700.0, 1e6)),
                         ("mask_leak", (0.11,)))),
 )
