@@ -4,15 +4,16 @@ Round 25's two misses (`flatlr`: lr x9.5 and x42 from step 390 of a flat lr sche
 rather than collapsing it: spreads and ranks rose, the loss climbed slowly, the probe fell. What moved first was the
 distance between target and online encoder: the features' distance on the fixed probe batch
 (`ema/fixed_batch_distance`, read every 26 steps there) 3.5x and 6x its previous reading at its first reading after
-the onset, the weights' (`ema/relative_param_l2`) 4x and 7x, the update ratio 5x and 4x. No rule reads the
-feature distance for a rise, and the trend and level-shift rules that read the other two add a capped amount per
-reading, so one reading, however large, cannot fire them (two readings in the 130 steps at a cadence of 65).
+the onset, the weights' (`ema/relative_param_l2`) 4x and 7x, the update ratio 5x and 4x. The trend and level-shift
+rules that read the last two add a capped amount per reading, so one reading, however large, could not fire them.
 
-This counts, for each of those signals, the largest ratio of a reading to the previous one after the rules' warm-up:
-over the healthy runs (how often health jumps as far, i.e. what a rule on one jump would cost in warnings) and over
-the harmful lr blow-ups (what it would catch, and when against the harm step). Both splits are printed apart. It
-is read-only, and chooses nothing: a rule built on it must be tuned on the tuning split and tested on a round
-recorded after it.
+This counts, for each of those signals, how often a reading is at least a given ratio of the previous one (from the
+rules' warm-up on, as the rule judges it): over the healthy runs (what a rule on one jump would cost in warnings,
+with the largest ratio any healthy run reached) and over the harmful lr blow-ups (what it would catch, and when
+against the harm step). Each split is printed apart. It chose `ema_runaway`'s jump ratios (3x for either
+distance: rules.ema_runaway_jump_ratio, rules.ema_runaway_feature_jump_ratio) on rounds 1-25, where healthy runs
+reach 1.8x (weights) and 2.4x (features); the update ratio jumps as far on healthy runs as on blow-ups, and no rule
+reads it for a jump. Read-only.
 
     python benchmarks/distance_jumps.py
     python benchmarks/distance_jumps.py --ratios 2 3 4
@@ -36,16 +37,27 @@ from jepa_core.config.rules import RulesConfig  # noqa: E402
 SIGNALS = ("ema/fixed_batch_distance", "ema/relative_param_l2", "health/update_ratio")
 
 
-def first_jump(rows: list[dict], key: str, ratio: float, after: int) -> int | None:
-    """The first step past `after` whose reading of `key` is `ratio` times the previous reading or more."""
-    last = None
+def jumps(rows: list[dict], key: str, after: int) -> list[tuple[int, float]]:
+    """(step, ratio to the previous reading) of every finite reading of `key` past `after` whose previous finite
+    reading is positive (a copy's distance of 0 at step 0 is no reference)."""
+    out, last = [], None
     for step, value in sorted(readings(rows, key).items()):
         if not math.isfinite(value):
             continue
-        if last is not None and step > after and last > 0 and value >= ratio * last:
-            return step
+        if last is not None and step > after and last > 0:
+            out.append((step, value / last))
         last = value
-    return None
+    return out
+
+
+def first_jump(rows: list[dict], key: str, ratio: float, after: int) -> int | None:
+    """The first step past `after` whose reading of `key` is `ratio` times the previous reading or more."""
+    return next((step for step, r in jumps(rows, key, after) if r >= ratio), None)
+
+
+def largest_jump(rows: list[dict], key: str, after: int) -> float:
+    """The largest ratio of a reading of `key` to the previous one past `after` (0 without two readings)."""
+    return max((r for _, r in jumps(rows, key, after)), default=0.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     for case_dir in library_cases():
         j = judge(case_dir)
         if j.fault is None or (j.fault == "lr_blowup" and j.harmful):
-            after = warmup if j.onset is None else j.onset
+            after = warmup - 1 if j.onset is None else j.onset  # the rule judges from the warm-up's step on
             runs.append((j.split, j.key, j.fault is None, after, j.harm_step, load_case(case_dir)[1]))
     for split in ("tune", "test"):
         healthy = [r for r in runs if r[0] == split and r[2]]
@@ -66,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{split} split: {len(healthy)} healthy runs, {len(blowups)} harmful lr blow-ups; "
               "a reading at least RATIO x the previous one (healthy: after the rules' warm-up; blow-ups: after the onset)")
         for key in SIGNALS:
+            top = max(((largest_jump(r[5], key, r[3]), r[1]) for r in healthy), default=(0.0, "-"))
+            print(f"  {key:26s} largest healthy jump {top[0]:.2f}x ({top[1]})")
             for ratio in args.ratios:
                 warned = [r[1] for r in healthy if first_jump(r[5], key, ratio, r[3]) is not None]
                 steps = [(first_jump(r[5], key, ratio, r[3]), r[4]) for r in blowups]
@@ -77,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.cases:
         j = judge(LIBRARY / name)
         rows = load_case(LIBRARY / name)[1]
-        after = warmup if j.onset is None else j.onset
+        after = warmup - 1 if j.onset is None else j.onset
         print(f"{j.key}: harm {j.harm_step} ({j.harm_why}), loss-only baseline {j.loss_step}, evaluation "
               f"{j.eval_step}; first reading at RATIO x the previous one: " + "; ".join(
                   f"{key} " + ", ".join(f"{r:g}x {first_jump(rows, key, r, after)}" for r in args.ratios)

@@ -1,8 +1,9 @@
 """What a run had logged when `false_comfort` first fired on it, harmful runs against the others, on the library.
 
 `false_comfort` is critical: the spreads and ranks collapsing while the prediction agrees with the target ever more.
-Its two false alarms on the test split (round 22's `manytargets` lr x30 from 200, round 24's `smallctx` lr x8 from
-140) both came at the last reading of a run the library stopped, on an lr blow-up the harm label calls benign. This
+Its two false alarms on rounds 20-25 (the test split until round 26; round 22's `manytargets` lr x30 from 200,
+round 24's `smallctx` lr x8 from 140) both came at the last reading of a run the library stopped, on an lr blow-up
+the harm label calls benign. This
 prints, for every fault run it fires on, how far each signal had fallen over the `--span` steps before its first
 firing (the last reading at or before that step against the last one at or before the span's start) and how far the
 prediction cosine had risen, as quantiles over the harmful runs and as a line for each benign or healthy run with the

@@ -483,6 +483,22 @@ KNOWN_TUNING_MISSES: list[str] = ["smallctx/lr_blowup_35_at140_s4 not before los
                                   "shallow/healthy_s41 labelled harmful"]
 
 
+def test_a_late_lr_blow_up_on_a_flat_schedule_is_caught_by_the_target_online_distance_jump():
+    # Round 25's misses on the rules of f2f983b: lr x9.5 and x42 from step 390 of `flatlr` scrambled the
+    # representation (spreads rising, the probe falling). The feature distance on the fixed batch read 3.5x and 6.2x
+    # its previous reading at 416, its first reading after the onset; with the jump off, x9.5 draws no alert before
+    # its harm (455) and x42 none before the loss-only baseline (440).
+    off = RulesConfig(ema_runaway_jump_ratio=0.0, ema_runaway_feature_jump_ratio=0.0)
+    for name, ratio in (("flatlr/lr_blowup_9.5_at390_s2", 3.5), ("flatlr/lr_blowup_42_at390_s3", 6.2)):
+        judged = DETECTION.judge(LIBRARY.LIBRARY / name)
+        first = min(judged.alerts, key=lambda a: a.step)
+        assert (first.step, first.rule, first.metric) == (416, "ema_runaway", "ema/fixed_batch_distance")
+        assert first.step < judged.harm_step and (judged.loss_step is None or first.step < judged.loss_step)
+        assert f"{ratio:.1f}x its previous reading" in first.message
+        without = DETECTION.judge(LIBRARY.LIBRARY / name, off)
+        assert all(a.step > 416 for a in without.alerts)
+
+
 def test_a_collapse_continuing_the_early_descent_is_caught_by_its_pace_at_any_fixed_batch_cadence():
     # `batch32`'s collapse of weight 0.3 from step 250, with the fixed probe batch read every 250 steps (as it was
     # until round 9) and every 20 (its default since): the same run, bit for bit, and the same harm. Read every 20,

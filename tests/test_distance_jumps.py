@@ -18,3 +18,11 @@ def test_a_jump_is_a_reading_against_the_previous_one_after_the_given_step():
     assert jumps.first_jump(rows, KEY, 2.0, 200) is None  # only readings after step 200 count
     assert jumps.first_jump([{"step": 10, KEY: float("nan")}, {"step": 20, KEY: 0.1}, {"step": 30, KEY: 0.2}],
                             KEY, 2.0, 0) == 30
+
+
+def test_the_largest_jump_is_the_largest_ratio_to_the_previous_reading():
+    jumps = load_benchmark("distance_jumps")
+    rows = [{"step": 0, KEY: 0.0}, {"step": 50, KEY: 0.1}, {"step": 100, KEY: 0.25}, {"step": 150, KEY: 0.3}]
+    assert jumps.largest_jump(rows, KEY, 0) == 2.5
+    assert abs(jumps.largest_jump(rows, KEY, 100) - 1.2) < 1e-12  # only 150 is past 100
+    assert jumps.largest_jump(rows[:1], KEY, 0) == 0.0

@@ -722,6 +722,62 @@ def test_ema_runaway_beyond_the_weights_norm() -> None:
     assert "weights norm" in alert.message
 
 
+def distance_jump(onset: int, factor: float, metric: str, every: int) -> Mutator:
+    """One distance read every `every` steps at a level held within 1% (the weights' at a sparse cadence, or the
+    features' on the fixed batch), multiplied by `factor` from `onset` on: a learning rate blown up between two
+    readings."""
+    rng = random.Random(onset)
+    level = {"ema/relative_param_l2": 0.005, "ema/fixed_batch_distance": 0.3}[metric]
+
+    def mutate(step: int, row: dict) -> None:
+        if metric == "ema/relative_param_l2" and step % every:
+            row.pop(metric, None)
+            row.pop("ema/param_l2", None)
+        if step % every == 0 and step > 0:
+            row[metric] = level * (1 + rng.gauss(0, 0.01)) * (factor if step >= onset else 1.0)
+
+    return mutate
+
+
+@pytest.mark.parametrize("metric, every", [("ema/relative_param_l2", 100), ("ema/fixed_batch_distance", 5)])
+def test_ema_runaway_when_a_distance_jumps_in_one_reading(metric: str, every: int) -> None:
+    # Round 25's late lr blow-ups on a flat schedule: the distance 3.5-7x its previous reading at the first reading
+    # after the onset, while the trend (which adds a capped amount per reading) needs several readings.
+    rows = synthetic_run(10, mutate=distance_jump(200, 3.5, metric, every))
+    alert = single_alert(rows, "ema_runaway", 200, 200)
+    assert (alert.severity, alert.metric) == ("warning", metric)
+    assert "3.5x its previous reading" in alert.message and "learning rate" in alert.message
+    off = RulesConfig(ema_runaway_jump_ratio=0.0, ema_runaway_feature_jump_ratio=0.0)
+    assert [a for a in alerts_of(rows, "ema_runaway", off) if a.step == 200] == []
+
+
+@pytest.mark.parametrize("factor", [2.4, 2.8])
+def test_a_distance_that_does_not_reach_three_times_its_previous_reading_is_no_jump(factor: float) -> None:
+    # Healthy runs of rounds 1-25 reach 1.8x (weights) and 2.4x (features) in one reading.
+    for metric, every in (("ema/relative_param_l2", 100), ("ema/fixed_batch_distance", 5)):
+        assert alerts_of(synthetic_run(11, mutate=distance_jump(200, factor, metric, every)), "ema_runaway") == []
+
+
+def test_a_distance_jump_inside_the_warm_up_is_not_judged() -> None:
+    # The distances start at 0 (the target a copy of the online encoder) and climb fastest while the lr warms up.
+    rows = synthetic_run(12, mutate=distance_jump(40, 5.0, "ema/fixed_batch_distance", 5))
+    assert alerts_of(rows, "ema_runaway") == []
+
+
+def test_the_feature_distance_jump_has_episodes_of_its_own() -> None:
+    # Read every 5 steps, the feature distance must neither re-arm the weights' alert nor be held by it: a weights'
+    # jump at 200 and a feature jump at 250 are two alerts, and a second feature jump 10 readings later a third.
+    def both(step: int, row: dict) -> None:
+        distance_jump(200, 4.0, "ema/relative_param_l2", 100)(step, row)
+        distance_jump(250, 4.0, "ema/fixed_batch_distance", 5)(step, row)
+        if step >= 300 and "ema/fixed_batch_distance" in row:
+            row["ema/fixed_batch_distance"] *= 4.0
+
+    found = [(a.step, a.metric) for a in alerts_of(synthetic_run(13, mutate=both), "ema_runaway")]
+    assert found == [(200, "ema/relative_param_l2"), (250, "ema/fixed_batch_distance"),
+                     (300, "ema/fixed_batch_distance")]
+
+
 def test_false_comfort_when_variance_and_rank_collapse_together_while_predictions_match() -> None:
     def comfort(step: int, row: dict) -> None:
         if step >= 120:

@@ -165,7 +165,7 @@ class RulesConfig:
     ema_runaway_max_distance: float = 1.0
     # ... or a distance this many times its previous reading (0 turns a jump off): ema/relative_param_l2 and
     # ema/fixed_batch_distance. Chosen on rounds 1-25 (benchmarks/distance_jumps.py): healthy runs jump at most 1.8x
-    # (weights) and 2.4x (features) in one reading; harmful lr blow-ups 2x or more in 234 of 251 (weights).
+    # (weights) and 2.4x (features) in one reading; 231 of the 251 harmful lr blow-ups jump 3x in the weights.
     ema_runaway_jump_ratio: float = 3.0
     ema_runaway_feature_jump_ratio: float = 3.0
     # false_comfort: variance and rank collapsing at once (both trend rules in their condition) while the prediction
