@@ -174,7 +174,7 @@ class EmaRunawayRule(RuleBase):
                 alerts.append(self._runaway(step, self.metric, value, how))
         if step >= cfg.warmup_steps and number(row, self.feature_distance) is not None:
             jumped = jumps.get(self.feature_distance)
-            if self.feature_gate.observe(self.feature_distance, jumped is not None, 1) and jumped is not None:
+            if self.feature_gate.observe(self.feature_distance, jumped is not None, 1):  # True only on a jump
                 reading, ratio = jumped
                 alerts.append(self._runaway(step, self.feature_distance, reading, f"{ratio:.1f}x its previous reading"))
         return alerts
