@@ -394,5 +394,23 @@ SETTINGS = (
             # reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.42, 1.3, 3.6)), ("lr_blowup", (6.5, 22.0, 700.0, 1e6)),
                         ("mask_leak", (0.11,)))),
+    # Never tuned on: a user who shrinks the predictor to save compute (32 wide, one block of two heads; every tuned
+    # predictor was at least 48 wide and 2 deep) and fits a batch of 48, with the lr at 4e-4 after a warm-up of 40,
+    # the EMA momentum from 0.996, 440 steps, reading every 11 steps, the fixed batch every 22, covariance, parameter
+    # distance and weights health every 55, evaluation every 55. Onsets at a quarter, half and three quarters, each
+    # trained 110 steps on.
+    Setting("thinpred", ("model.pred_dim=32", "model.pred_depth=1", "model.pred_num_heads=2", "optim.batch_size=48",
+                         "optim.lr=4e-4", "optim.warmup_steps=40", "ema.start=0.996", "optim.steps=440",
+                         "diagnostics.basic_every_steps=11", "diagnostics.representation_every_steps=11",
+                         "diagnostics.mask_check_every_steps=11", "diagnostics.fixed_batch_every_steps=22",
+                         "diagnostics.covariance_every_steps=55", "diagnostics.param_distance_every_steps=55",
+                         "diagnostics.weights_health_every_steps=55", "diagnostics.eval_every_steps=55",
+                         "logging.checkpoint_every_steps=110"),
+            440, (110, 220, 330), 110, "tiny with a thin predictor (32 wide, 1 block of 2 heads), batch 48, lr 4e-4 "
+            "after a warm-up of 40, the EMA momentum from 0.996, the fixed batch every 22 steps, cadences 11/55, 440 "
+            "steps (never tuned on)", round=27,
+            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
+            magnitudes=(("collapse", (0.45, 1.4, 4.2)), ("lr_blowup", (5.5, 18.0, 600.0, 1e6)),
+                        ("mask_leak", (0.06,)))),
 )
 SETTING = {s.name: s for s in SETTINGS}
