@@ -164,7 +164,8 @@ ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           19: ("narrow", "quick"), 20: ("shallow", "calib"),
                           21: ("shallow", "narrow"), 22: ("quick", "calib"),
                           23: ("twoblock", "wide160"), 24: ("manytargets", "depth3"),
-                          25: ("narrow", "smallctx"), 26: ("latewarm", "warmup"), 27: ("predheavy", "shallow")}  # ... healthy runs only
+                          25: ("narrow", "smallctx"), 26: ("latewarm", "warmup"),
+                          27: ("predheavy", "shallow")}  # ... healthy runs only
 TEST_ROUND = 27  # the newest round
 # Every round since this one was recorded after the rules it tests were frozen, and no rule has changed since: each
 # is a test of the same rules. Move it to the next round when a rule or a label changes.
