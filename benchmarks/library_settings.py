@@ -395,9 +395,9 @@ SETTINGS = (
             magnitudes=(("collapse", (0.42, 1.3, 3.6)), ("lr_blowup", (6.5, 22.0, 700.0, 1e6)),
                         ("mask_leak", (0.11,)))),
     # Never tuned on: a user who shrinks the predictor to save compute (32 wide, one block of two heads: `narrow`'s
-    # was as narrow and `shallow`'s as shallow, no tuned one both at once) and fits a batch of 48, with the lr at 4e-4 after a warm-up of 40,
-    # the EMA momentum from 0.996, 440 steps, reading every 11 steps, the fixed batch every 22, covariance, parameter
-    # distance and weights health every 55, evaluation every 55. Onsets at a quarter, half and three quarters, each
+    # was as narrow and `shallow`'s as shallow, no tuned one both at once) and fits a batch of 48, with the lr at
+    # 4e-4 after a warm-up of 40, the EMA momentum from 0.996, 440 steps, reading every 11 steps, the fixed batch
+    # every 22, covariance, parameter distance and weights health every 55, evaluation every 55. Onsets at a quarter, half and three quarters, each
     # trained 110 steps on.
     Setting("thinpred", ("model.pred_dim=32", "model.pred_depth=1", "model.pred_num_heads=2", "optim.batch_size=48",
                          "optim.lr=4e-4", "optim.warmup_steps=40", "ema.start=0.996", "optim.steps=440",
