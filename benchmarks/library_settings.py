@@ -412,5 +412,21 @@ SETTINGS = (
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.45, 1.4, 4.2)), ("lr_blowup", (5.5, 18.0, 600.0, 1e6)),
                         ("mask_leak", (0.06,)))),
+    # Never tuned on: a user who asks more of the data (eight shape classes, crops of 50-100% of the image, flips)
+    # and less of the blocks' MLPs (ratio 2), lr 6e-4 after a warm-up of 30; the fixed batch every 25 steps, a cadence
+    # no setting had.
+    Setting("augment", ("data.num_classes=8", "data.crop_scale=[0.5, 1.0]", "data.hflip=true", "model.mlp_ratio=2.0",
+                        "optim.lr=6e-4", "optim.warmup_steps=30", "optim.steps=400",
+                        "diagnostics.basic_every_steps=10", "diagnostics.representation_every_steps=10",
+                        "diagnostics.mask_check_every_steps=10", "diagnostics.fixed_batch_every_steps=25",
+                        "diagnostics.covariance_every_steps=50", "diagnostics.param_distance_every_steps=50",
+                        "diagnostics.weights_health_every_steps=50", "diagnostics.eval_every_steps=50",
+                        "logging.checkpoint_every_steps=100"),
+            400, (100, 200, 300), 100, "tiny with eight shape classes, crops of 50-100% and flips, MLP ratio 2, lr 6e-4 "
+            "after a warm-up of 30, the fixed batch every 25 steps, cadences 10/50, 400 steps (never tuned on)",
+            round=28,
+            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
+            magnitudes=(("collapse", (0.34, 1.2, 3.6)), ("lr_blowup", (4.2, 13.0, 250.0, 1e6)),
+                        ("mask_leak", (0.035,)))),
 )
 SETTING = {s.name: s for s in SETTINGS}
