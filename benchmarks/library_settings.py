@@ -22,6 +22,17 @@ class Setting:
     magnitudes: tuple[tuple[str, tuple], ...] = ()
 
 
+def cadences(basic: int, fixed: int, slow: int, evaluation: int, checkpoint: int) -> tuple[str, ...]:
+    """A setting's reading cadences: the per-batch signals and the mask check every `basic` steps, the fixed probe
+    batch every `fixed`, the covariance, parameter distance and weights' health every `slow`, the evaluation every
+    `evaluation` and a checkpoint (a fault onset to branch from) every `checkpoint`."""
+    return (f"diagnostics.basic_every_steps={basic}", f"diagnostics.representation_every_steps={basic}",
+            f"diagnostics.mask_check_every_steps={basic}", f"diagnostics.fixed_batch_every_steps={fixed}",
+            f"diagnostics.covariance_every_steps={slow}", f"diagnostics.param_distance_every_steps={slow}",
+            f"diagnostics.weights_health_every_steps={slow}", f"diagnostics.eval_every_steps={evaluation}",
+            f"logging.checkpoint_every_steps={checkpoint}")
+
+
 # batch32's choices but the fixed batch's cadence: a batch of 32, the lr and warm-up, four targets, cadences 25/250.
 _BATCH32 = ("optim.batch_size=32", "optim.lr=4e-4", "optim.warmup_steps=100", "optim.steps=1000",
             "masks.num_targets=4", "diagnostics.basic_every_steps=25", "diagnostics.representation_every_steps=25",
@@ -186,11 +197,7 @@ SETTINGS = (
     # 175 steps on.
     Setting("narrow", ("model.embed_dim=64", "model.pred_dim=32", "optim.batch_size=96", "optim.lr=7e-4",
                        "optim.warmup_steps=60", "optim.steps=700", "ema.start=0.997",
-                       "diagnostics.basic_every_steps=14", "diagnostics.representation_every_steps=14",
-                       "diagnostics.mask_check_every_steps=14", "diagnostics.fixed_batch_every_steps=35",
-                       "diagnostics.covariance_every_steps=70", "diagnostics.param_distance_every_steps=70",
-                       "diagnostics.weights_health_every_steps=70", "diagnostics.eval_every_steps=70",
-                       "logging.checkpoint_every_steps=175"),
+                       *cadences(14, 35, 70, 70, 175)),
             700, (175, 350, 525), 175, "tiny with a 64-wide encoder and a 32-wide predictor, batch 96, lr 7e-4, EMA "
             "from 0.997, the fixed batch every 35 steps, cadences 14/70, 700 steps (never tuned on)", round=15,
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
@@ -204,11 +211,7 @@ SETTINGS = (
     # weights health every 48, evaluation every 80; 720 steps, onsets at a quarter, half and three quarters, each
     # trained 180 steps on.
     Setting("latewarm", ("ema.start=0.99", "optim.lr=7e-4", "optim.warmup_steps=200", "optim.steps=720",
-                         "diagnostics.basic_every_steps=16", "diagnostics.representation_every_steps=16",
-                         "diagnostics.mask_check_every_steps=16", "diagnostics.fixed_batch_every_steps=24",
-                         "diagnostics.covariance_every_steps=48", "diagnostics.param_distance_every_steps=48",
-                         "diagnostics.weights_health_every_steps=48", "diagnostics.eval_every_steps=80",
-                         "logging.checkpoint_every_steps=180"),
+                         *cadences(16, 24, 48, 80, 180)),
             720, (180, 360, 540), 180, "tiny with EMA momentum from 0.99 and a 200-step lr warm-up to 7e-4, the fixed "
             "batch every 24 steps, cadences 16/48, 720 steps (never tuned on)", round=16,
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
@@ -221,11 +224,7 @@ SETTINGS = (
     # steps on.
     Setting("bigblocks", ("masks.num_targets=2", "masks.target_scale=[0.25, 0.35]", "optim.batch_size=80",
                           "optim.lr=6e-4", "optim.warmup_steps=50", "optim.steps=600",
-                          "diagnostics.basic_every_steps=18", "diagnostics.representation_every_steps=18",
-                          "diagnostics.mask_check_every_steps=18", "diagnostics.fixed_batch_every_steps=36",
-                          "diagnostics.covariance_every_steps=54", "diagnostics.param_distance_every_steps=54",
-                          "diagnostics.weights_health_every_steps=54", "diagnostics.eval_every_steps=75",
-                          "logging.checkpoint_every_steps=150"),
+                          *cadences(18, 36, 54, 75, 150)),
             600, (150, 300, 450), 150, "tiny predicting 2 target blocks of 25-35%, batch 80, lr 6e-4, warm-up 50, the "
             "fixed batch every 36 steps, cadences 18/54, 600 steps (never tuned on)", round=17,
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
@@ -238,11 +237,7 @@ SETTINGS = (
     # quarters, each trained 165 steps on.
     Setting("shallow", ("model.depth=2", "model.pred_depth=1", "optim.lr=1e-3", "optim.warmup_steps=50",
                         "optim.steps=660", "ema.start=0.993",
-                        "diagnostics.basic_every_steps=11", "diagnostics.representation_every_steps=11",
-                        "diagnostics.mask_check_every_steps=11", "diagnostics.fixed_batch_every_steps=33",
-                        "diagnostics.covariance_every_steps=66", "diagnostics.param_distance_every_steps=66",
-                        "diagnostics.weights_health_every_steps=66", "diagnostics.eval_every_steps=60",
-                        "logging.checkpoint_every_steps=165"),
+                        *cadences(11, 33, 66, 60, 165)),
             660, (165, 330, 495), 165, "tiny with a 2-block encoder and a 1-block predictor, lr 1e-3, warm-up 50, EMA "
             "from 0.993, the fixed batch every 33 steps, cadences 11/66, 660 steps (never tuned on)", round=18,
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
@@ -254,11 +249,7 @@ SETTINGS = (
     # evaluation every 65. Onsets at a quarter, half and three quarters, each trained 160 steps on.
     Setting("depth3", ("model.depth=3", "model.embed_dim=80", "optim.batch_size=72", "optim.lr=8e-4",
                        "optim.warmup_steps=70", "optim.steps=640", "ema.start=0.995",
-                       "diagnostics.basic_every_steps=13", "diagnostics.representation_every_steps=13",
-                       "diagnostics.mask_check_every_steps=13", "diagnostics.fixed_batch_every_steps=26",
-                       "diagnostics.covariance_every_steps=52", "diagnostics.param_distance_every_steps=52",
-                       "diagnostics.weights_health_every_steps=52", "diagnostics.eval_every_steps=65",
-                       "logging.checkpoint_every_steps=160"),
+                       *cadences(13, 26, 52, 65, 160)),
             640, (160, 320, 480), 160, "tiny with a 3-block encoder 80 wide, batch 72, lr 8e-4, warm-up 70, EMA from "
             "0.995, the fixed batch every 26 steps, cadences 13/52, 640 steps (never tuned on)", round=19,
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
@@ -271,11 +262,7 @@ SETTINGS = (
     # steps on.
     Setting("twoblock", ("model.depth=2", "model.embed_dim=112", "optim.batch_size=56", "optim.lr=9e-4",
                          "optim.warmup_steps=60", "optim.steps=600", "ema.start=0.994",
-                         "diagnostics.basic_every_steps=12", "diagnostics.representation_every_steps=12",
-                         "diagnostics.mask_check_every_steps=12", "diagnostics.fixed_batch_every_steps=30",
-                         "diagnostics.covariance_every_steps=60", "diagnostics.param_distance_every_steps=60",
-                         "diagnostics.weights_health_every_steps=60", "diagnostics.eval_every_steps=50",
-                         "logging.checkpoint_every_steps=150"),
+                         *cadences(12, 30, 60, 50, 150)),
             600, (150, 300, 450), 150, "tiny with a 2-block encoder 112 wide, batch 56, lr 9e-4, warm-up 60, EMA from "
             "0.994, the fixed batch every 30 steps, cadences 12/60, 600 steps (never tuned on)", round=20,
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
@@ -288,11 +275,7 @@ SETTINGS = (
     # early (step 120, soon after the fixed-batch trend starts judging), each trained 120 steps on.
     Setting("wide160", ("model.embed_dim=160", "model.num_heads=5", "model.pred_dim=64", "optim.batch_size=48",
                         "optim.lr=5e-4", "optim.warmup_steps=40", "optim.steps=480",
-                        "diagnostics.basic_every_steps=16", "diagnostics.representation_every_steps=16",
-                        "diagnostics.mask_check_every_steps=16", "diagnostics.fixed_batch_every_steps=32",
-                        "diagnostics.covariance_every_steps=48", "diagnostics.param_distance_every_steps=48",
-                        "diagnostics.weights_health_every_steps=48", "diagnostics.eval_every_steps=60",
-                        "logging.checkpoint_every_steps=120"),
+                        *cadences(16, 32, 48, 60, 120)),
             480, (120, 240, 360), 120, "tiny with the encoder 160 wide (five heads of 32), the predictor 64, batch 48, "
             "lr 5e-4, warm-up 40, the fixed batch every 32 steps, cadences 16/48, 480 steps (never tuned on)",
             round=21,
@@ -306,11 +289,7 @@ SETTINGS = (
     # quarters, each trained 100 steps on.
     Setting("manytargets", ("masks.num_targets=6", "masks.target_scale=[0.08, 0.12]", "ema.start=0.998",
                             "optim.lr=6e-4", "optim.warmup_steps=30", "optim.steps=400",
-                            "diagnostics.basic_every_steps=8", "diagnostics.representation_every_steps=8",
-                            "diagnostics.mask_check_every_steps=8", "diagnostics.fixed_batch_every_steps=24",
-                            "diagnostics.covariance_every_steps=40", "diagnostics.param_distance_every_steps=40",
-                            "diagnostics.weights_health_every_steps=40", "diagnostics.eval_every_steps=40",
-                            "logging.checkpoint_every_steps=100"),
+                            *cadences(8, 24, 40, 40, 100)),
             400, (100, 200, 300), 100, "tiny with six target blocks of 8-12%, EMA from 0.998, lr 6e-4, warm-up 30, the "
             "fixed batch every 24 steps, cadences 8/40, 400 steps (never tuned on)", round=22,
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
@@ -325,11 +304,7 @@ SETTINGS = (
     Setting("smallctx", ("masks.context_scale=[0.6, 0.8]", "masks.num_targets=3", "masks.target_scale=[0.12, 0.2]",
                          "optim.beta2=0.999", "optim.weight_decay=0.05", "optim.final_weight_decay=0.05",
                          "model.mlp_ratio=2.0", "optim.lr=6e-4", "optim.warmup_steps=70", "optim.steps=560",
-                         "diagnostics.basic_every_steps=7", "diagnostics.representation_every_steps=7",
-                         "diagnostics.mask_check_every_steps=7", "diagnostics.fixed_batch_every_steps=21",
-                         "diagnostics.covariance_every_steps=35", "diagnostics.param_distance_every_steps=35",
-                         "diagnostics.weights_health_every_steps=35", "diagnostics.eval_every_steps=70",
-                         "logging.checkpoint_every_steps=140"),
+                         *cadences(7, 21, 35, 70, 140)),
             560, (140, 280, 420), 140, "tiny with a context block of 60-80%, three targets of 12-20%, beta2 0.999, weight "
             "decay 0.05, MLP ratio 2, lr 6e-4, warm-up 70, the fixed batch every 21 steps, cadences 7/35, 560 steps "
             "(never tuned on)", round=23,
@@ -343,11 +318,7 @@ SETTINGS = (
     # every 45, evaluation every 54. Onsets at a quarter, half and three quarters, each trained 135 steps on.
     Setting("predheavy", ("model.pred_dim=96", "model.pred_depth=4", "model.pred_num_heads=4", "ema.start=0.985",
                           "masks.num_targets=4", "optim.lr=5e-4", "optim.warmup_steps=60", "optim.steps=540",
-                          "diagnostics.basic_every_steps=9", "diagnostics.representation_every_steps=9",
-                          "diagnostics.mask_check_every_steps=9", "diagnostics.fixed_batch_every_steps=27",
-                          "diagnostics.covariance_every_steps=45", "diagnostics.param_distance_every_steps=45",
-                          "diagnostics.weights_health_every_steps=45", "diagnostics.eval_every_steps=54",
-                          "logging.checkpoint_every_steps=135"),
+                          *cadences(9, 27, 45, 54, 135)),
             540, (135, 270, 405), 135, "tiny with a predictor as wide as the encoder (96) and 4 deep, the EMA momentum "
             "from 0.985, four targets, lr 5e-4, warm-up 60, the fixed batch every 27 steps, cadences 9/45, 540 steps "
             "(never tuned on)", round=24,
@@ -363,11 +334,7 @@ SETTINGS = (
     Setting("flatlr", ("optim.lr=5e-4", "optim.final_lr=5e-4", "optim.start_lr=5e-5", "optim.warmup_steps=50",
                        "optim.grad_clip=3.0", "ema.start=0.994", "ema.end=0.999", "masks.num_targets=2",
                        "masks.target_aspect=[0.5, 2.0]", "optim.steps=520",
-                       "diagnostics.basic_every_steps=10", "diagnostics.representation_every_steps=10",
-                       "diagnostics.mask_check_every_steps=10", "diagnostics.fixed_batch_every_steps=26",
-                       "diagnostics.covariance_every_steps=65", "diagnostics.param_distance_every_steps=65",
-                       "diagnostics.weights_health_every_steps=65", "diagnostics.eval_every_steps=65",
-                       "logging.checkpoint_every_steps=130"),
+                       *cadences(10, 26, 65, 65, 130)),
             520, (130, 260, 390), 130, "tiny with a flat lr of 5e-4 after a warm-up of 50 (no decay), the EMA momentum "
             "from 0.994 to 0.999, gradient clipping at 3, two targets of aspect 0.5-2, the fixed batch every 26 steps, "
             "cadences 10/65, 520 steps (never tuned on)", round=25,
@@ -381,11 +348,7 @@ SETTINGS = (
     # target-online distance that a healthy run makes, and lr blow-ups on a schedule that already moves fast.
     Setting("hotlr", ("optim.lr=1.2e-3", "optim.start_lr=6e-5", "optim.warmup_steps=36", "optim.weight_decay=0.05",
                       "optim.final_weight_decay=0.25", "ema.start=0.997", "masks.num_targets=3", "optim.steps=480",
-                      "diagnostics.basic_every_steps=12", "diagnostics.representation_every_steps=12",
-                      "diagnostics.mask_check_every_steps=12", "diagnostics.fixed_batch_every_steps=36",
-                      "diagnostics.covariance_every_steps=60", "diagnostics.param_distance_every_steps=60",
-                      "diagnostics.weights_health_every_steps=60", "diagnostics.eval_every_steps=60",
-                      "logging.checkpoint_every_steps=120"),
+                      *cadences(12, 36, 60, 60, 120)),
             480, (120, 240, 360), 120, "tiny with the lr at 1.2e-3 after a warm-up of 36 from 6e-5, weight decay "
             "0.05 to 0.25, the EMA momentum from 0.997, three targets, the fixed batch every 36 steps, cadences 12/60, "
             "480 steps (never tuned on)", round=26,
@@ -401,11 +364,7 @@ SETTINGS = (
     # trained 110 steps on.
     Setting("thinpred", ("model.pred_dim=32", "model.pred_depth=1", "model.pred_num_heads=2", "optim.batch_size=48",
                          "optim.lr=4e-4", "optim.warmup_steps=40", "ema.start=0.996", "optim.steps=440",
-                         "diagnostics.basic_every_steps=11", "diagnostics.representation_every_steps=11",
-                         "diagnostics.mask_check_every_steps=11", "diagnostics.fixed_batch_every_steps=22",
-                         "diagnostics.covariance_every_steps=55", "diagnostics.param_distance_every_steps=55",
-                         "diagnostics.weights_health_every_steps=55", "diagnostics.eval_every_steps=55",
-                         "logging.checkpoint_every_steps=110"),
+                         *cadences(11, 22, 55, 55, 110)),
             440, (110, 220, 330), 110, "tiny with a thin predictor (32 wide, 1 block of 2 heads), batch 48, lr 4e-4 "
             "after a warm-up of 40, the EMA momentum from 0.996, the fixed batch every 22 steps, cadences 11/55, 440 "
             "steps (never tuned on)", round=27,
@@ -417,11 +376,7 @@ SETTINGS = (
     # no setting had.
     Setting("augment", ("data.num_classes=8", "data.crop_scale=[0.5, 1.0]", "data.hflip=true", "model.mlp_ratio=2.0",
                         "optim.lr=6e-4", "optim.warmup_steps=30", "optim.steps=400",
-                        "diagnostics.basic_every_steps=10", "diagnostics.representation_every_steps=10",
-                        "diagnostics.mask_check_every_steps=10", "diagnostics.fixed_batch_every_steps=25",
-                        "diagnostics.covariance_every_steps=50", "diagnostics.param_distance_every_steps=50",
-                        "diagnostics.weights_health_every_steps=50", "diagnostics.eval_every_steps=50",
-                        "logging.checkpoint_every_steps=100"),
+                        *cadences(10, 25, 50, 50, 100)),
             400, (100, 200, 300), 100, "tiny with eight shape classes, crops of 50-100% and flips, MLP ratio 2, lr 6e-4 "
             "after a warm-up of 30, the fixed batch every 25 steps, cadences 10/50, 400 steps (never tuned on)",
             round=28,
