@@ -139,6 +139,13 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    (healthy and a grid) and of predheavy and shallow (healthy only), recorded with the rules still as frozen at
 #    3b5461fc (a6eda602 changed no behaviour) and reported with round 26 as the test split: two targets missed, both
 #    `thinpred` collapses from step 110 that continue its first descent (round 26's miss, on a new setting).
+#    Studied after (benchmarks/descent_lookalikes.py): at its harm step each of the three misses had moved less
+#    since its onset (spreads, ranks and loss falling, the cosine rising, the depth below the peak) than some healthy
+#    run of another setting over as many steps: no threshold on those tells them apart, and no rule changed.
+# 28. the never-tuned `augment` setting (all seeds: eight classes, crops of 50-100% and flips, the fixed batch every
+#    25 steps), seeds 55-56 of thinpred (healthy and a grid) and of shallow and twoblock (healthy only: the 2-block
+#    encoders, whose healthy first descents are the deepest), defined and set training before rounds 26-27's misses
+#    were studied, recorded with the rules still as frozen at 3b5461fc and reported with rounds 26-27.
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),

@@ -6,10 +6,11 @@ A collapse that starts while a run's first descent is still under way (rounds 26
 such miss this prints what moved between its onset and its harm step (the falls of the fixed-batch and per-batch
 spreads, the token and pooled ranks and the loss, the prediction cosine's rise, and how deep the fixed-batch spread
 stood below its peak) and the healthy runs that, over a span of the same length ending at one of their readings,
-moved at least as far in every one of them. A rule that reads only these signals and fires more readily the
-further each has moved (every rule of jepa_core.alerts does) cannot fire on such a miss by its harm step without
-firing on those healthy runs: the stream holds nothing that tells them apart, only the run without the fault does
-(the harm label's counterfactual). Read-only: it replays the recorded streams through the rules as they are.
+moved at least as far in every one of them. A threshold on how far these signals moved over such a span (a fall, a
+depth, a rise of the cosine, or any combination that asks more of each) cannot fire on such a miss by its harm step
+without firing on those healthy runs too; what is left to tell them apart is the path within the span (how the
+trends of jepa_core.alerts read it: they did not fire either) and the run without the fault (the harm label's
+counterfactual, which no live rule has). Read-only: it replays the recorded streams through the rules as they are.
 
     python benchmarks/descent_lookalikes.py
 """

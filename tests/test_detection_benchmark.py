@@ -122,12 +122,13 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     # the fixed-batch trend's span), so they are tuning data. Rounds 20-25 tested the rules of f2f983b; ema_runaway's
     # distance jump was then chosen on them, so they are tuning data too, and round 26 tests the rules since.
     assert all(c.split == "tune" for r in range(2, 26) for c in LIBRARY.round_cases(r))
-    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (26, 27)  # round 27: the same rules, a second test
-    assert all(c.split == "test" for r in (26, 27) for c in LIBRARY.round_cases(r))
+    # Rounds 27 and 28: the same rules, a second and a third test.
+    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (26, 28)
+    assert all(c.split == "test" for r in (26, 27, 28) for c in LIBRARY.round_cases(r))
 
 
 @pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
-                                    26, 27])
+                                    26, 27, 28])
 def test_a_round_can_add_healthy_runs_only_on_some_settings(round_):
     cases = LIBRARY.round_cases(round_)
     for name in LIBRARY.ROUND_HEALTHY_SETTINGS[round_]:
