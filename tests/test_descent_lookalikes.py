@@ -52,6 +52,7 @@ def _case(key: str) -> list[dict]:
     ("flatlr/collapse_0.38_at130_s51", 130, 220, "shallow/healthy_s54"),
     ("thinpred/collapse_0.45_at110_s0", 110, 220, "quick/healthy_s11"),
     ("thinpred/collapse_1.4_at110_s1", 110, 220, "momentum/healthy_s32"),
+    ("thinpred/collapse_0.45_at110_s55", 110, 220, "shallow/healthy_s0"),
 ])
 def test_the_test_splits_missed_collapses_have_a_healthy_lookalike(miss, onset, harm, healthy):
     looks = load_benchmark("descent_lookalikes")
