@@ -27,8 +27,10 @@ from false_comfort_falls import _at_or_before, movement  # noqa: E402
 from ground_truth import readings  # noqa: E402
 from library import load_case  # noqa: E402
 
+from jepa_core.config import RulesConfig  # noqa: E402
+
 FIXED = "target/fixed_batch_std_mean"
-WARMUP_STEPS = 60  # the rules build no reference before this step (RulesConfig.warmup_steps)
+WARMUP_STEPS = RulesConfig().warmup_steps  # the rules build no reference before this step
 
 
 def signature(rows: list[dict], step: int, span: int) -> dict[str, float]:
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = sorted({key.split("/")[0] for key in found})
         print(f"  healthy runs that moved at least as far in every signal over {span} steps: {len(found)}"
               + (f" on {', '.join(settings)}; e.g. " + ", ".join(f"{k} at {s}" for k, s in list(found.items())[:3])
-                 if found else " (a rule could tell this miss from every healthy run)"))
+                 if found else " (none moved as far in every measure)"))
     return 0
 
 
