@@ -154,7 +154,7 @@ ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (1
                15: (29, 30), 16: (31, 32), 17: (33, 34), 18: (35, 36), 19: (37, 38),
                20: (39, 40), 21: (41, 42),
                22: (43, 44), 23: (45, 46), 24: (47, 48), 25: (49, 50), 26: (51, 52), 27: (53, 54),
-               28: (55, 56)}
+               28: (55, 56), 29: (57, 58)}
 ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny", "wide"),
                        5: ("tiny", "momentum"), 6: ("sparse",), 7: ("blocks",),
                        8: ("batch32",), 10: ("batch32_fb",), 11: ("mse",),
@@ -164,7 +164,7 @@ ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny",
                        20: ("depth3",), 21: ("twoblock",),
                        22: ("shallow",), 23: ("manytargets",), 24: ("smallctx",),
                        25: ("predheavy",), 26: ("flatlr",), 27: ("hotlr",),
-                       28: ("thinpred",)}  # ... each grid cell once
+                       28: ("thinpred",), 29: ("augment", "flatlr")}  # ... each grid cell once
 ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           6: ("quick", "calib"), 7: ("quick", "calib"),
                           8: ("quick", "momentum"), 10: ("quick", "holdout"),
@@ -176,8 +176,9 @@ ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           21: ("shallow", "narrow"), 22: ("quick", "calib"),
                           23: ("twoblock", "wide160"), 24: ("manytargets", "depth3"),
                           25: ("narrow", "smallctx"), 26: ("latewarm", "warmup"),
-                          27: ("predheavy", "shallow"), 28: ("shallow", "twoblock")}  # ... healthy runs only
-TEST_ROUND = 28  # the newest round
+                          27: ("predheavy", "shallow"), 28: ("shallow", "twoblock"),
+                          29: ("shallow", "momentum")}  # ... healthy runs only
+TEST_ROUND = 29  # the newest round
 # Every round since this one was recorded after the rules it tests were frozen, and no rule has changed since: each
 # is a test of the same rules. Move it to the next round when a rule or a label changes.
 FIRST_TEST_ROUND = 26

@@ -383,5 +383,17 @@ SETTINGS = (
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.34, 1.2, 3.6)), ("lr_blowup", (4.2, 13.0, 250.0, 1e6)),
                         ("mask_leak", (0.035,)))),
+    # Never tuned on: a user who follows the masking literature's "bigger targets, less context" (two target blocks
+    # of 20-30%, a context block of 70-90%), with the EMA momentum from 0.995, lr 5e-4 after a warm-up of 48, weight
+    # decay to 0.2, readings every 8 steps, the fixed batch every 24 (a cadence no setting had), 480 steps.
+    Setting("bigtargets", ("masks.num_targets=2", "masks.target_scale=[0.2, 0.3]", "masks.context_scale=[0.7, 0.9]",
+                           "ema.start=0.995", "optim.lr=5e-4", "optim.warmup_steps=48", "optim.final_weight_decay=0.2",
+                           "optim.steps=480", *cadences(8, 24, 48, 48, 120)),
+            480, (120, 240, 360), 120, "tiny with two 20-30% targets and a 70-90% context, the EMA momentum from "
+            "0.995, lr 5e-4 after a warm-up of 48, the fixed batch every 24 steps, cadences 8/48, 480 steps (never "
+            "tuned on)", round=29,
+            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
+            magnitudes=(("collapse", (0.36, 1.1, 3.9)), ("lr_blowup", (4.8, 16.0, 400.0, 1e6)),
+                        ("mask_leak", (0.045,)))),
 )
 SETTING = {s.name: s for s in SETTINGS}
