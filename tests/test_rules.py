@@ -214,6 +214,44 @@ def test_a_collapse_that_continues_the_early_descent_is_caught_by_its_pace_past_
     assert alerts_of(healthy, "steady_collapse", RulesConfig(steady_late_after_steps=100))  # judged from step 100
 
 
+def spreads_fall(depth: float, start: int, length: int) -> Mutator:
+    """Both spreads fall by the same factor, `depth` over `length` steps from `start` (half a cosine), and stay."""
+    def mutate(step: int, row: dict) -> None:
+        x = min(max(step - start, 0), length) / length
+        for key in ("target/fixed_batch_std_mean", "target/std_mean"):
+            if key in row:
+                row[key] *= 1.0 - depth * (0.5 - 0.5 * math.cos(math.pi * x))
+    return mutate
+
+
+def steepest_fall(rows: list[dict], key: str, window: int) -> float:
+    """The largest fall of `key` below its latest reading at least `window` steps earlier (FallOverWindow's)."""
+    readings = [(r["step"], r[key]) for r in rows if key in r]
+    falls = [1 - v / [u for t, u in readings if t <= s - window][-1]
+             for s, v in readings if any(t <= s - window for t, _ in readings)]
+    return max(falls)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_fall_steeper_than_any_healthy_descent_is_not_held_by_the_first_descent(seed: int) -> None:
+    # Round 18's 2-block encoder: a healthy first descent falling up to 60% in 80 steps, which the hold waits out,
+    # and a collapse that continues it and falls 88% in 100 steps: its spread falls 70% below its reading 80 steps
+    # earlier inside the descent, where nothing else may judge it.
+    healthy = synthetic_run(seed, steps=400, mutate=spreads_fall(0.6, 100, 130))
+    assert 0.5 < steepest_fall(healthy, "target/fixed_batch_std_mean", 80) < 0.6
+    assert not [a for a in alerts_of(healthy, "steady_collapse") if "faster than any healthy" in a.message]
+    collapsing = synthetic_run(seed, steps=400, mutate=spreads_fall(0.88, 100, 100))
+    steep = [a for a in alerts_of(collapsing, "steady_collapse") if "faster than any healthy" in a.message]
+    assert steep and 140 <= steep[0].step <= 180, steep
+    assert steep[0].metric == "target/fixed_batch_std_mean" and "80 steps earlier" in steep[0].message
+    off = RulesConfig(steady_steep_fall=0.0, steady_steep_batch_fall=0.0)
+    assert not [a for a in alerts_of(collapsing, "steady_collapse", off) if "faster than any healthy" in a.message]
+    # the per-batch spread alone, for a fixed batch read too rarely: two readings in a row
+    batch_only = RulesConfig(steady_steep_fall=0.0)
+    steep = [a for a in alerts_of(collapsing, "steady_collapse", batch_only) if "faster than any healthy" in a.message]
+    assert steep and steep[0].metric == "target/std_mean" and 140 <= steep[0].step <= 190, steep
+
+
 def first_descent(depth: float, start: int, length: int, then: float = 0.1) -> Mutator:
     """The target's spread falls `depth` (fixed batch; the per-batch std twice as much, in log) over `length` steps
     from `start`, as every healthy run's does early on, then moves by `then` per 100 steps (> 0: it recovers)."""
@@ -892,6 +930,9 @@ def test_config_is_plain_data() -> None:
     ("steady_batch_fall", 1.0, r"rules.steady_batch_fall: must be in \[0, 1\)"),
     ("steady_late_fall", 1.0, r"rules.steady_late_fall: must be in \[0, 1\)"),
     ("steady_late_window_steps", 0, "rules.steady_late_window_steps: must be positive"),
+    ("steady_steep_fall", 1.0, r"rules.steady_steep_fall: must be in \[0, 1\)"),
+    ("steady_steep_batch_fall", -0.1, "rules.steady_steep_batch_fall: must be >= 0"),
+    ("steady_steep_window_steps", 0, "rules.steady_steep_window_steps: must be positive"),
     ("fixed_batch_trend_innovations", 0, "rules.fixed_batch_trend_innovations: must be at least 1"),
     ("divergence_grad_norm_threshold", -1.0, "rules.divergence_grad_norm_threshold: must be >= 0"),
     ("divergence_spread_break", -1.0, "rules.divergence_spread_break: must be >= 0"),

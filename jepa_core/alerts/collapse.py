@@ -164,7 +164,7 @@ class VarianceCollapseRule(TrendRule):
 
 class SteadyCollapseRule(RuleBase):
     """The target's spread fallen well below a level it held: a collapse that sets in slowly and steadily, which a
-    trend learns as a new pace. Three references, each judged on its own:
+    trend learns as a new pace. Four references, each judged on its own:
 
     - where the spread last rested (`FallFromStable`), for both spreads: the one on the fixed probe batch (no
       sampling noise, so a small fall is already telling) and the per-batch one, which is read every few steps at
@@ -175,7 +175,9 @@ class SteadyCollapseRule(RuleBase):
       early phase no healthy run's spread falls that fast;
     - the fixed-batch spread's own pace (`FallingAgain`): a healthy first descent steepens once and then slows down
       for good, and a collapse that sets in while it slows makes it fall faster again. Not held by the first
-      descent: it is the one thing a first descent does not do.
+      descent: it is the one thing a first descent does not do;
+    - where either spread was `steady_steep_window_steps` earlier (`FallOverWindow`), at any step after warm-up: a
+      fall steeper than any healthy run's in the detection library, its first descent's included, so not held.
 
     The first two are held while the first descent lasts, except on the per-batch spread when it also breaks its
     own trend at the same reading (`variance_collapse`'s verdict, `rules.steady_trend_confirms`): healthy descents
@@ -197,9 +199,12 @@ class SteadyCollapseRule(RuleBase):
                      if cfg.steady_late_fall > 0 else None)
         self.again = (FallingAgain(cfg.steady_again_window_steps, cfg.steady_again_factor, cfg.steady_again_fall)
                       if cfg.steady_again_fall > 0 else None)
+        steep = {self.fixed_metric: cfg.steady_steep_fall, self.batch_metric: cfg.steady_steep_batch_fall}
+        self.steep = {metric: FallOverWindow(cfg.steady_steep_window_steps, fall)
+                      for metric, fall in steep.items() if fall > 0}
         self.metrics = tuple(m for m in (self.fixed_metric, self.batch_metric)
                              if m in self.falls or (m == self.batch_metric and self.late is not None)
-                             or (m == self.fixed_metric and self.again is not None))
+                             or (m == self.fixed_metric and self.again is not None) or m in self.steep)
         self.watches = frozenset(self.metrics)
         self.first_descent = FirstDescentGate(cfg)
 
@@ -236,6 +241,12 @@ class SteadyCollapseRule(RuleBase):
                     how = (f"{self._below(value, self.late.reference, self.late.reference_step)}, "
                            f"{step - (self.late.reference_step or step)} steps earlier: past the first "
                            f"{self.cfg.steady_late_after_steps} steps no healthy run's spread falls that fast{also}")
+            # Nor to a fall steeper than any healthy run's, its first descent's included.
+            steep = self.steep.get(metric)
+            if steep is not None and steep.update(step, value) and how is None:
+                how = (f"{self._below(value, steep.reference, steep.reference_step)}, "
+                       f"{step - (steep.reference_step or step)} steps earlier: faster than any healthy run's spread "
+                       "fell in the detection library, its first descent included")
             # Falling again is what a healthy first descent never does, so the hold does not apply to it.
             if metric == self.fixed_metric and self.again is not None and self.again.update(step, value):
                 how = how or (

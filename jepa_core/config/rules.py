@@ -113,6 +113,18 @@ class RulesConfig:
     steady_late_fall: float = 0.3
     steady_late_window_steps: int = 100
     steady_late_after_steps: int = 360
+    # ... and a spread fallen steady_steep_fall (fixed batch) or steady_steep_batch_fall (per-batch, two readings in a
+    # row) below its reading steady_steep_window_steps earlier, at any step after warm-up and not held by the first
+    # descent: faster than any healthy run's spread fell at all, its first descent included. Chosen on rounds 1-28
+    # (306 healthy runs): over 80 steps healthy spreads fell at most 60.3% (fixed batch) and 63.2% (per-batch, two
+    # readings in a row), both in the 2-block `shallow` encoder's first descent; 70% and 72% leave them 1.3x the
+    # spread a firing run has left. Three `shallow` collapses from 165, which continue its deep first descent, fire
+    # at their harm step (33 steps before the trends and the rank floor saw them), three targets copying online 11-40
+    # steps earlier than before, and `flatlr`'s collapse from 130 (seed 51, never alerted before) 40 steps after its
+    # harm, only with the fixed batch at 0.68-0.70. No healthy or benign run fires. 0 turns one off.
+    steady_steep_fall: float = 0.7
+    steady_steep_batch_fall: float = 0.72
+    steady_steep_window_steps: int = 80
     # ... and target/fixed_batch_std_mean falling again: over the last steady_again_window_steps at least
     # steady_again_fall (log) and steady_again_factor times its slowest such fall since its steepest one (not held by
     # the first descent). Round 13's `px48` collapse of weight 1.2 from step 300 continued a first descent that had
@@ -211,14 +223,15 @@ class RulesConfig:
                 raise ValueError(f"{key}: must be at least 1, got {value}")
             if f.name.endswith("_alpha") and not 0 < value <= 1:
                 raise ValueError(f"{key}: must be in (0, 1], got {value}")
-            if f.name in ("trend_level_steps", "trend_slope_steps", "steady_window_steps",
-                          "steady_late_window_steps", "steady_again_window_steps") and value <= 0:
+            if f.name in ("trend_level_steps", "trend_slope_steps", "steady_window_steps", "steady_late_window_steps",
+                          "steady_again_window_steps", "steady_steep_window_steps") and value <= 0:
                 raise ValueError(f"{key}: must be positive, got {value}")
             if value < 0:
                 raise ValueError(f"{key}: must be >= 0, got {value}")
             if f.name == "first_descent_fall" and not value < 1:
                 raise ValueError(f"{key}: must be in [0, 1), got {value}")
-            if f.name in ("steady_batch_fall", "steady_late_fall", "rank_floor_fraction") and not value < 1:
+            if f.name in ("steady_batch_fall", "steady_late_fall", "steady_steep_fall", "steady_steep_batch_fall",
+                          "rank_floor_fraction") and not value < 1:
                 raise ValueError(f"{key}: must be in [0, 1), got {value}")
             if f.name == "steady_fall" and not 0 < value < 1:
                 raise ValueError(f"{key}: must be in (0, 1), got {value}")
