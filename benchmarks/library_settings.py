@@ -81,24 +81,15 @@ SETTINGS = (
     # cadences of SPEC §6, also the small preset's: readings every 20 steps, covariance, parameter distance and
     # weights health every 500), with I-JEPA's weight-decay ramp to 0.4, a cosine EMA schedule, four target blocks
     # and 1200 steps. Every rule has half the readings per step that it was tuned on, or fewer.
-    Setting("sparse", ("diagnostics.basic_every_steps=20", "diagnostics.representation_every_steps=20",
-                       "diagnostics.mask_check_every_steps=20", "diagnostics.covariance_every_steps=500",
-                       "diagnostics.param_distance_every_steps=500", "diagnostics.fixed_batch_every_steps=500",
-                       "diagnostics.weights_health_every_steps=500",
-                       "diagnostics.eval_every_steps=100", "optim.final_weight_decay=0.4", "ema.schedule='cosine'",
-                       "masks.num_targets=4", "optim.steps=1200", "logging.checkpoint_every_steps=300"),
+    Setting("sparse", (*cadences(20, 500, 500, 100, 300), "optim.final_weight_decay=0.4", "ema.schedule='cosine'",
+                       "masks.num_targets=4", "optim.steps=1200"),
             1200, (300, 600, 900), 200, "tiny, the default (large-run) cadences 20/500, weight decay 0.04 -> 0.4, "
             "cosine EMA, 4 target blocks, 1200 steps", round=5),
     # Never tuned on: a user who changes the masks (two smaller target blocks of 10-15%, a context of 70-90% of the
     # image) and reads at cadences between the preset's and the defaults' (every 20 steps; covariance, parameter
     # distance and weights health every 100), lr 6e-4 for 800 steps.
     Setting("blocks", ("masks.num_targets=2", "masks.target_scale=[0.1, 0.15]", "masks.context_scale=[0.7, 0.9]",
-                       "optim.lr=6e-4", "optim.warmup_steps=60", "optim.steps=800",
-                       "diagnostics.basic_every_steps=20", "diagnostics.representation_every_steps=20",
-                       "diagnostics.mask_check_every_steps=20", "diagnostics.covariance_every_steps=100",
-                       "diagnostics.param_distance_every_steps=100", "diagnostics.fixed_batch_every_steps=100",
-                       "diagnostics.weights_health_every_steps=100",
-                       "diagnostics.eval_every_steps=100", "logging.checkpoint_every_steps=200"),
+                       "optim.lr=6e-4", "optim.warmup_steps=60", "optim.steps=800", *cadences(20, 100, 100, 100, 200)),
             800, (200, 400, 600), 200, "tiny, 2 target blocks of 10-15%, context 70-90%, lr 6e-4, cadences "
             "20/100, 800 steps", round=6),
     # A user whose memory fits a batch of 32 (the per-batch statistics twice as noisy as at 64),
@@ -395,5 +386,16 @@ SETTINGS = (
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.36, 1.1, 3.9)), ("lr_blowup", (4.8, 16.0, 400.0, 1e6)),
                         ("mask_leak", (0.045,)))),
+    # Never tuned on: a user who takes BYOL's fast target with a cosine ramp (the EMA momentum from 0.99), six heads
+    # of 16, Adam's beta1 at 0.85, a batch of 96 at lr 7e-4 after a warm-up of 40, the fixed batch every 33 steps.
+    Setting("cosema", ("ema.schedule='cosine'", "ema.start=0.99", "model.num_heads=6", "optim.beta1=0.85",
+                       "optim.batch_size=96", "optim.lr=7e-4", "optim.warmup_steps=40", "optim.steps=440",
+                       *cadences(11, 33, 44, 44, 110)),
+            440, (110, 220, 330), 110, "tiny with a cosine EMA ramp from 0.99, six heads, beta1 0.85, batch 96, lr "
+            "7e-4 after a warm-up of 40, the fixed batch every 33 steps, cadences 11/44, 440 steps (never tuned on)",
+            round=30,
+            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
+            magnitudes=(("collapse", (0.4, 1.05, 3.45)), ("lr_blowup", (5.0, 15.0, 500.0, 1e6)),
+                        ("mask_leak", (0.08,)))),
 )
 SETTING = {s.name: s for s in SETTINGS}
