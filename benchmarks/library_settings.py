@@ -397,5 +397,18 @@ SETTINGS = (
             # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.4, 1.05, 3.45)), ("lr_blowup", (5.0, 15.0, 500.0, 1e6)),
                         ("mask_leak", (0.08,)))),
+    # Never tuned on: a user who turns weight decay off, clips gradients at 0.5, decays the lr only to 1e-4 (8e-4
+    # after a warm-up of 24), three targets of 15-25%, the EMA momentum from 0.997, 360 steps, the fixed batch every 27.
+    Setting("nodecay", ("optim.weight_decay=0.0", "optim.final_weight_decay=0.0", "optim.grad_clip=0.5",
+                        "optim.lr=8e-4", "optim.final_lr=1e-4", "optim.warmup_steps=24", "masks.num_targets=3",
+                        "masks.target_scale=[0.15, 0.25]", "ema.start=0.997", "optim.steps=360",
+                        *cadences(9, 27, 45, 45, 90)),
+            360, (90, 180, 270), 90, "tiny without weight decay, gradient clipping at 0.5, lr 8e-4 after a warm-up "
+            "of 24 decaying to 1e-4, three 15-25% targets, the EMA momentum from 0.997, the fixed batch every 27 "
+            "steps, cadences 9/45, 360 steps (never tuned on)", round=31,
+            # magnitudes between and beyond every earlier grid's; without weight decay lr x1e6 may wreck the weights
+            # without reaching NaN/Inf (every other setting's divergence goes through the decay)
+            magnitudes=(("collapse", (0.31, 0.95, 2.9)), ("lr_blowup", (4.5, 17.0, 350.0, 1e6)),
+                        ("mask_leak", (0.025,)))),
 )
 SETTING = {s.name: s for s in SETTINGS}

@@ -121,16 +121,16 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     # Rounds 16-19 tested the rules of a54701c; the rules changed after round 19 was read (rank_collapse's floor,
     # the fixed-batch trend's span), so they are tuning data. Rounds 20-25 tested the rules of f2f983b; ema_runaway's
     # distance jump was then chosen on them, so they are tuning data too. Rounds 26-28 tested the rules of 3b5461fc;
-    # steady_collapse's steep fall was then chosen on rounds 1-28, and rounds 29-30 test the rules since.
+    # steady_collapse's steep fall was then chosen on rounds 1-28, and rounds 29-31 test the rules since.
     assert all(c.split == "tune" for r in range(2, 29) for c in LIBRARY.round_cases(r))
     assert (cases["thinpred/collapse_0.45_at110_s55"].round, cases["thinpred/collapse_0.45_at110_s55"].split) == (
         28, "tune")
-    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (29, 30)
-    assert all(c.split == "test" for r in (29, 30) for c in LIBRARY.round_cases(r))
+    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (29, 31)
+    assert all(c.split == "test" for r in (29, 30, 31) for c in LIBRARY.round_cases(r))
 
 
 @pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
-                                    26, 27, 28, 29, 30])
+                                    26, 27, 28, 29, 30, 31])
 def test_a_round_can_add_healthy_runs_only_on_some_settings(round_):
     cases = LIBRARY.round_cases(round_)
     for name in LIBRARY.ROUND_HEALTHY_SETTINGS[round_]:
