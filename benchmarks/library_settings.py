@@ -18,7 +18,8 @@ class Setting:
     about: str
     round: int = 1  # the round that introduced the setting (all its seeds 0-4 belong to it)
     # Magnitudes of its own for some faults (the others keep cases.FAULTS'): a test setting can ask for cells that were
-    # never tuned on, between and beyond the grid's.
+    # never tuned on, between and beyond every earlier grid's. Its lr x1e6 reaches NaN/Inf, a real divergence, except
+    # where a comment says otherwise.
     magnitudes: tuple[tuple[str, tuple], ...] = ()
 
 
@@ -136,7 +137,6 @@ SETTINGS = (
                           "logging.checkpoint_every_steps=125"),
             500, (125, 250, 375), 125, "tiny on 4,096 images (about eight epochs), weight decay 0.1, lr 7e-4, "
             "warm-up 50, cadences 10/15/75, 500 steps (never tuned on)", round=11,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.6, 1.5, 5.0)), ("lr_blowup", (4.0, 20.0, 300.0, 1e6)),
                         ("mask_leak", (0.05,)))),
     # Never tuned on: a user who renders the shapes at 48 pixels with 6-pixel patches (the same 8x8 grid of tokens,
@@ -151,7 +151,6 @@ SETTINGS = (
                      "diagnostics.eval_every_steps=50", "logging.checkpoint_every_steps=150"),
             600, (150, 300, 450), 150, "tiny at 48 px with 6-px patches, 16,384 images, lr 6e-4, EMA from 0.995, "
             "cadences 12/60, 600 steps (never tuned on)", round=12,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.4, 1.2, 4.0)), ("lr_blowup", (6.0, 50.0, 500.0, 1e6)),
                         ("mask_leak", (0.2,)))),
     # Never tuned on: a user who deepens the encoder to 6 blocks and the predictor to 3, lowers the lr to 4e-4 with
@@ -164,7 +163,6 @@ SETTINGS = (
                      "logging.checkpoint_every_steps=120"),
             480, (120, 240, 360), 120, "tiny with a 6-block encoder and a 3-block predictor, lr 4e-4, the fixed "
             "batch every 30 steps, cadences 10/40, 480 steps (never tuned on)", round=13,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.45, 1.8, 6.0)), ("lr_blowup", (8.0, 40.0, 800.0, 1e6)),
                         ("mask_leak", (0.35,)))),
     # Never tuned on: a user who warms the lr up for a quarter of a short run (150 of 600 steps, to 8e-4; every
@@ -178,7 +176,6 @@ SETTINGS = (
                        "diagnostics.eval_every_steps=50", "logging.checkpoint_every_steps=150"),
             600, (150, 300, 450), 150, "tiny with a 150-step lr warm-up to 8e-4, 4 target blocks, cadences 15/45, "
             "600 steps (never tuned on)", round=14,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.35, 1.4, 4.5)), ("lr_blowup", (7.0, 25.0, 600.0, 1e6)),
                         ("mask_leak", (0.08,)))),
     # Never tuned on: a user who narrows the encoder to 64 (the tiny one is 96; four heads of 16) and the predictor
@@ -191,7 +188,6 @@ SETTINGS = (
                        *cadences(14, 35, 70, 70, 175)),
             700, (175, 350, 525), 175, "tiny with a 64-wide encoder and a 32-wide predictor, batch 96, lr 7e-4, EMA "
             "from 0.997, the fixed batch every 35 steps, cadences 14/70, 700 steps (never tuned on)", round=15,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.25, 0.8, 2.5)), ("lr_blowup", (12.0, 35.0, 2000.0, 1e6)),
                         ("mask_leak", (0.15,)))),
     # Never tuned on: a user who lets the target follow fast (EMA momentum from 0.99, as `momentum`, whose healthy
@@ -205,7 +201,6 @@ SETTINGS = (
                          *cadences(16, 24, 48, 80, 180)),
             720, (180, 360, 540), 180, "tiny with EMA momentum from 0.99 and a 200-step lr warm-up to 7e-4, the fixed "
             "batch every 24 steps, cadences 16/48, 720 steps (never tuned on)", round=16,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.28, 0.9, 3.5)), ("lr_blowup", (9.0, 45.0, 1500.0, 1e6)),
                         ("mask_leak", (0.25,)))),
     # Never tuned on: a user who predicts two large target blocks (25-35% of the image each, where every tuned
@@ -218,7 +213,6 @@ SETTINGS = (
                           *cadences(18, 36, 54, 75, 150)),
             600, (150, 300, 450), 150, "tiny predicting 2 target blocks of 25-35%, batch 80, lr 6e-4, warm-up 50, the "
             "fixed batch every 36 steps, cadences 18/54, 600 steps (never tuned on)", round=17,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.32, 1.1, 3.2)), ("lr_blowup", (11.0, 55.0, 2500.0, 1e6)),
                         ("mask_leak", (0.3,)))),
     # Never tuned on: a user who makes the encoder shallow (2 blocks, where every tuned setting had 4 or 6) and the
@@ -231,7 +225,6 @@ SETTINGS = (
                         *cadences(11, 33, 66, 60, 165)),
             660, (165, 330, 495), 165, "tiny with a 2-block encoder and a 1-block predictor, lr 1e-3, warm-up 50, EMA "
             "from 0.993, the fixed batch every 33 steps, cadences 11/66, 660 steps (never tuned on)", round=18,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.22, 0.7, 2.8)), ("lr_blowup", (14.0, 60.0, 1200.0, 1e6)),
                         ("mask_leak", (0.12,)))),
     # Never tuned on: a user who takes a 3-block encoder 80 wide (four heads of 20) with the tiny predictor, batch 72,
@@ -243,7 +236,6 @@ SETTINGS = (
                        *cadences(13, 26, 52, 65, 160)),
             640, (160, 320, 480), 160, "tiny with a 3-block encoder 80 wide, batch 72, lr 8e-4, warm-up 70, EMA from "
             "0.995, the fixed batch every 26 steps, cadences 13/52, 640 steps (never tuned on)", round=19,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.27, 0.85, 2.6)), ("lr_blowup", (13.0, 65.0, 1800.0, 1e6)),
                         ("mask_leak", (0.18,)))),
     # Never tuned on: a second 2-block encoder (after `shallow`), this one 112 wide (four heads of 28) with the tiny
@@ -256,7 +248,6 @@ SETTINGS = (
                          *cadences(12, 30, 60, 50, 150)),
             600, (150, 300, 450), 150, "tiny with a 2-block encoder 112 wide, batch 56, lr 9e-4, warm-up 60, EMA from "
             "0.994, the fixed batch every 30 steps, cadences 12/60, 600 steps (never tuned on)", round=20,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.25, 0.9, 2.4)), ("lr_blowup", (12.0, 70.0, 1500.0, 1e6)),
                         ("mask_leak", (0.15,)))),
     # Never tuned on: a user who widens the encoder to 160 (five heads of 32, where every tuned setting had 64-128 and
@@ -270,7 +261,6 @@ SETTINGS = (
             480, (120, 240, 360), 120, "tiny with the encoder 160 wide (five heads of 32), the predictor 64, batch 48, "
             "lr 5e-4, warm-up 40, the fixed batch every 32 steps, cadences 16/48, 480 steps (never tuned on)",
             round=21,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.2, 0.75, 2.2)), ("lr_blowup", (9.0, 40.0, 900.0, 1e6)),
                         ("mask_leak", (0.1,)))),
     # Never tuned on: a user who predicts six small target blocks (8-12% of the image each, where every tuned setting
@@ -283,7 +273,6 @@ SETTINGS = (
                             *cadences(8, 24, 40, 40, 100)),
             400, (100, 200, 300), 100, "tiny with six target blocks of 8-12%, EMA from 0.998, lr 6e-4, warm-up 30, the "
             "fixed batch every 24 steps, cadences 8/40, 400 steps (never tuned on)", round=22,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.4, 1.3, 4.2)), ("lr_blowup", (6.5, 30.0, 700.0, 1e6)),
                         ("mask_leak", (0.06,)))),
     # Never tuned on: a user who makes the prediction harder (a context block of 60-80% of the image, where every tuned
@@ -299,7 +288,6 @@ SETTINGS = (
             560, (140, 280, 420), 140, "tiny with a context block of 60-80%, three targets of 12-20%, beta2 0.999, weight "
             "decay 0.05, MLP ratio 2, lr 6e-4, warm-up 70, the fixed batch every 21 steps, cadences 7/35, 560 steps "
             "(never tuned on)", round=23,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.35, 1.1, 3.6)), ("lr_blowup", (8.0, 35.0, 1200.0, 1e6)),
                         ("mask_leak", (0.12,)))),
     # Never tuned on: a user who follows I-JEPA's large models in giving the predictor the encoder's width (96, where
@@ -313,7 +301,6 @@ SETTINGS = (
             540, (135, 270, 405), 135, "tiny with a predictor as wide as the encoder (96) and 4 deep, the EMA momentum "
             "from 0.985, four targets, lr 5e-4, warm-up 60, the fixed batch every 27 steps, cadences 9/45, 540 steps "
             "(never tuned on)", round=24,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.33, 1.25, 3.9)), ("lr_blowup", (7.5, 28.0, 850.0, 1e6)),
                         ("mask_leak", (0.09,)))),
     # Never tuned on: a user who keeps the lr flat after its warm-up (final_lr = lr = 5e-4; every tuned setting decays
@@ -329,7 +316,6 @@ SETTINGS = (
             520, (130, 260, 390), 130, "tiny with a flat lr of 5e-4 after a warm-up of 50 (no decay), the EMA momentum "
             "from 0.994 to 0.999, gradient clipping at 3, two targets of aspect 0.5-2, the fixed batch every 26 steps, "
             "cadences 10/65, 520 steps (never tuned on)", round=25,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.38, 1.15, 3.3)), ("lr_blowup", (9.5, 42.0, 950.0, 1e6)),
                         ("mask_leak", (0.07,)))),
     # Never tuned on: a user who pushes the lr to 1.2e-3 (above every tuned setting's) after a short warm-up of 36
@@ -359,7 +345,6 @@ SETTINGS = (
             440, (110, 220, 330), 110, "tiny with a thin predictor (32 wide, 1 block of 2 heads), batch 48, lr 4e-4 "
             "after a warm-up of 40, the EMA momentum from 0.996, the fixed batch every 22 steps, cadences 11/55, 440 "
             "steps (never tuned on)", round=27,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.45, 1.4, 4.2)), ("lr_blowup", (5.5, 18.0, 600.0, 1e6)),
                         ("mask_leak", (0.06,)))),
     # Never tuned on: a user who asks more of the data (eight shape classes, crops of 50-100% of the image, flips)
@@ -371,7 +356,6 @@ SETTINGS = (
             400, (100, 200, 300), 100, "tiny with eight shape classes, crops of 50-100% and flips, MLP ratio 2, lr 6e-4 "
             "after a warm-up of 30, the fixed batch every 25 steps, cadences 10/50, 400 steps (never tuned on)",
             round=28,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.34, 1.2, 3.6)), ("lr_blowup", (4.2, 13.0, 250.0, 1e6)),
                         ("mask_leak", (0.035,)))),
     # Never tuned on: a user who follows the masking literature's "bigger targets, less context" (two target blocks
@@ -383,7 +367,6 @@ SETTINGS = (
             480, (120, 240, 360), 120, "tiny with two 20-30% targets and a 70-90% context, the EMA momentum from "
             "0.995, lr 5e-4 after a warm-up of 48, the fixed batch every 24 steps, cadences 8/48, 480 steps (never "
             "tuned on)", round=29,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.36, 1.1, 3.9)), ("lr_blowup", (4.8, 16.0, 400.0, 1e6)),
                         ("mask_leak", (0.045,)))),
     # Never tuned on: a user who takes BYOL's fast target with a cosine ramp (the EMA momentum from 0.99), six heads
@@ -394,7 +377,6 @@ SETTINGS = (
             440, (110, 220, 330), 110, "tiny with a cosine EMA ramp from 0.99, six heads, beta1 0.85, batch 96, lr "
             "7e-4 after a warm-up of 40, the fixed batch every 33 steps, cadences 11/44, 440 steps (never tuned on)",
             round=30,
-            # magnitudes between and beyond every earlier grid's; lr x1e6 reaches NaN/Inf (a real divergence)
             magnitudes=(("collapse", (0.4, 1.05, 3.45)), ("lr_blowup", (5.0, 15.0, 500.0, 1e6)),
                         ("mask_leak", (0.08,)))),
     # Never tuned on: a user who turns weight decay off, clips gradients at 0.5, decays the lr only to 1e-4 (8e-4
