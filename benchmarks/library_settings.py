@@ -1,38 +1,12 @@
-"""The settings of the detection library (SPEC §7, §8): what a user might run, each on top of the tiny preset, with
-the fault onsets, the window a fault run trains past its onset, and, for the newer ones, fault magnitudes of their
-own. Which round introduced each, and which seeds later rounds added, is benchmarks/cases.py.
+"""The settings of the detection library (SPEC §7, §8): what a user might run, each on top of the tiny preset (what a
+setting holds is setting.py). Those of rounds 1-25 are here, the later ones in library_settings_recent.py; SETTINGS
+joins both. Which round introduced each, and which seeds later rounds added, is benchmarks/cases.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Setting:
-    name: str
-    overrides: tuple[str, ...]  # on top of the tiny preset
-    steps: int
-    onsets: tuple[int, ...]  # fault onsets (early, middle, late), each a checkpoint of the healthy run; () none
-    window: int | None  # steps a fault run trains past its onset (None: to the end of the schedule)
-    about: str
-    round: int = 1  # the round that introduced the setting (all its seeds 0-4 belong to it)
-    # Magnitudes of its own for some faults (the others keep cases.FAULTS'): a test setting can ask for cells that were
-    # never tuned on, between and beyond every earlier grid's. Its lr x1e6 reaches NaN/Inf, a real divergence, except
-    # where a comment says otherwise.
-    magnitudes: tuple[tuple[str, tuple], ...] = ()
-
-
-def cadences(basic: int, fixed: int, slow: int, evaluation: int, checkpoint: int) -> tuple[str, ...]:
-    """A setting's reading cadences: the per-batch signals and the mask check every `basic` steps, the fixed probe
-    batch every `fixed`, the covariance, parameter distance and weights' health every `slow`, the evaluation every
-    `evaluation` and a checkpoint (a fault onset to branch from) every `checkpoint`."""
-    return (f"diagnostics.basic_every_steps={basic}", f"diagnostics.representation_every_steps={basic}",
-            f"diagnostics.mask_check_every_steps={basic}", f"diagnostics.fixed_batch_every_steps={fixed}",
-            f"diagnostics.covariance_every_steps={slow}", f"diagnostics.param_distance_every_steps={slow}",
-            f"diagnostics.weights_health_every_steps={slow}", f"diagnostics.eval_every_steps={evaluation}",
-            f"logging.checkpoint_every_steps={checkpoint}")
-
+from library_settings_recent import RECENT_SETTINGS
+from setting import Setting, cadences  # noqa: F401 (Setting: re-exported for cases.py)
 
 # batch32's choices but the fixed batch's cadence: a batch of 32, the lr and warm-up, four targets, cadences 25/250.
 _BATCH32 = ("optim.batch_size=32", "optim.lr=4e-4", "optim.warmup_steps=100", "optim.steps=1000",
@@ -318,78 +292,5 @@ SETTINGS = (
             "cadences 10/65, 520 steps (never tuned on)", round=25,
             magnitudes=(("collapse", (0.38, 1.15, 3.3)), ("lr_blowup", (9.5, 42.0, 950.0, 1e6)),
                         ("mask_leak", (0.07,)))),
-    # Never tuned on: a user who pushes the lr to 1.2e-3 (above every tuned setting's) after a short warm-up of 36
-    # steps from 6e-5, with more weight decay (0.05 to 0.25), the EMA momentum from 0.997, three targets, 480 steps,
-    # readings every 12 steps, the fixed batch every 36, covariance, parameter distance and weights health every 60,
-    # evaluation every 60. The first test of the distance-jump warning (ema_runaway): a fast early climb of the
-    # target-online distance that a healthy run makes, and lr blow-ups on a schedule that already moves fast.
-    Setting("hotlr", ("optim.lr=1.2e-3", "optim.start_lr=6e-5", "optim.warmup_steps=36", "optim.weight_decay=0.05",
-                      "optim.final_weight_decay=0.25", "ema.start=0.997", "masks.num_targets=3", "optim.steps=480",
-                      *cadences(12, 36, 60, 60, 120)),
-            480, (120, 240, 360), 120, "tiny with the lr at 1.2e-3 after a warm-up of 36 from 6e-5, weight decay "
-            "0.05 to 0.25, the EMA momentum from 0.997, three targets, the fixed batch every 36 steps, cadences 12/60, "
-            "480 steps (never tuned on)", round=26,
-            # magnitudes of its own: collapse 0.42, lr x22 and a leak of 11% in no earlier grid, the others as earlier
-            # grids' (collapse 1.3, lr x6.5 and x700 as manytargets', 3.6 as smallctx's) on a faster schedule; lr x1e6
-            # reaches NaN/Inf (a real divergence)
-            magnitudes=(("collapse", (0.42, 1.3, 3.6)), ("lr_blowup", (6.5, 22.0, 700.0, 1e6)),
-                        ("mask_leak", (0.11,)))),
-    # Never tuned on: a user who shrinks the predictor to save compute (32 wide, one block of two heads: `narrow`'s
-    # was as narrow and `shallow`'s as shallow, no tuned one both at once) and fits a batch of 48, with the lr at
-    # 4e-4 after a warm-up of 40, the EMA momentum from 0.996, 440 steps, reading every 11 steps, the fixed batch
-    # every 22, covariance, parameter distance and weights health every 55, evaluation every 55. Onsets at a quarter, half and three quarters, each
-    # trained 110 steps on.
-    Setting("thinpred", ("model.pred_dim=32", "model.pred_depth=1", "model.pred_num_heads=2", "optim.batch_size=48",
-                         "optim.lr=4e-4", "optim.warmup_steps=40", "ema.start=0.996", "optim.steps=440",
-                         *cadences(11, 22, 55, 55, 110)),
-            440, (110, 220, 330), 110, "tiny with a thin predictor (32 wide, 1 block of 2 heads), batch 48, lr 4e-4 "
-            "after a warm-up of 40, the EMA momentum from 0.996, the fixed batch every 22 steps, cadences 11/55, 440 "
-            "steps (never tuned on)", round=27,
-            magnitudes=(("collapse", (0.45, 1.4, 4.2)), ("lr_blowup", (5.5, 18.0, 600.0, 1e6)),
-                        ("mask_leak", (0.06,)))),
-    # Never tuned on: a user who asks more of the data (eight shape classes, crops of 50-100% of the image, flips)
-    # and less of the blocks' MLPs (ratio 2), lr 6e-4 after a warm-up of 30; the fixed batch every 25 steps, a cadence
-    # no setting had.
-    Setting("augment", ("data.num_classes=8", "data.crop_scale=[0.5, 1.0]", "data.hflip=true", "model.mlp_ratio=2.0",
-                        "optim.lr=6e-4", "optim.warmup_steps=30", "optim.steps=400",
-                        *cadences(10, 25, 50, 50, 100)),
-            400, (100, 200, 300), 100, "tiny with eight shape classes, crops of 50-100% and flips, MLP ratio 2, lr 6e-4 "
-            "after a warm-up of 30, the fixed batch every 25 steps, cadences 10/50, 400 steps (never tuned on)",
-            round=28,
-            magnitudes=(("collapse", (0.34, 1.2, 3.6)), ("lr_blowup", (4.2, 13.0, 250.0, 1e6)),
-                        ("mask_leak", (0.035,)))),
-    # Never tuned on: a user who follows the masking literature's "bigger targets, less context" (two target blocks
-    # of 20-30%, a context block of 70-90%), with the EMA momentum from 0.995, lr 5e-4 after a warm-up of 48, weight
-    # decay to 0.2, readings every 8 steps, the fixed batch every 24 (a cadence no setting had), 480 steps.
-    Setting("bigtargets", ("masks.num_targets=2", "masks.target_scale=[0.2, 0.3]", "masks.context_scale=[0.7, 0.9]",
-                           "ema.start=0.995", "optim.lr=5e-4", "optim.warmup_steps=48", "optim.final_weight_decay=0.2",
-                           "optim.steps=480", *cadences(8, 24, 48, 48, 120)),
-            480, (120, 240, 360), 120, "tiny with two 20-30% targets and a 70-90% context, the EMA momentum from "
-            "0.995, lr 5e-4 after a warm-up of 48, the fixed batch every 24 steps, cadences 8/48, 480 steps (never "
-            "tuned on)", round=29,
-            magnitudes=(("collapse", (0.36, 1.1, 3.9)), ("lr_blowup", (4.8, 16.0, 400.0, 1e6)),
-                        ("mask_leak", (0.045,)))),
-    # Never tuned on: a user who takes BYOL's fast target with a cosine ramp (the EMA momentum from 0.99), six heads
-    # of 16, Adam's beta1 at 0.85, a batch of 96 at lr 7e-4 after a warm-up of 40, the fixed batch every 33 steps.
-    Setting("cosema", ("ema.schedule='cosine'", "ema.start=0.99", "model.num_heads=6", "optim.beta1=0.85",
-                       "optim.batch_size=96", "optim.lr=7e-4", "optim.warmup_steps=40", "optim.steps=440",
-                       *cadences(11, 33, 44, 44, 110)),
-            440, (110, 220, 330), 110, "tiny with a cosine EMA ramp from 0.99, six heads, beta1 0.85, batch 96, lr "
-            "7e-4 after a warm-up of 40, the fixed batch every 33 steps, cadences 11/44, 440 steps (never tuned on)",
-            round=30,
-            magnitudes=(("collapse", (0.4, 1.05, 3.45)), ("lr_blowup", (5.0, 15.0, 500.0, 1e6)),
-                        ("mask_leak", (0.08,)))),
-    # Never tuned on: a user who turns weight decay off, clips gradients at 0.5, decays the lr only to 1e-4 (8e-4
-    # after a warm-up of 24), three targets of 15-25%, the EMA momentum from 0.997, 360 steps, the fixed batch every 27.
-    Setting("nodecay", ("optim.weight_decay=0.0", "optim.final_weight_decay=0.0", "optim.grad_clip=0.5",
-                        "optim.lr=8e-4", "optim.final_lr=1e-4", "optim.warmup_steps=24", "masks.num_targets=3",
-                        "masks.target_scale=[0.15, 0.25]", "ema.start=0.997", "optim.steps=360",
-                        *cadences(9, 27, 45, 45, 90)),
-            360, (90, 180, 270), 90, "tiny without weight decay, gradient clipping at 0.5, lr 8e-4 after a warm-up "
-            "of 24 decaying to 1e-4, three 15-25% targets, the EMA momentum from 0.997, the fixed batch every 27 "
-            "steps, cadences 9/45, 360 steps (never tuned on)", round=31,
-            # lr x1e6 still reaches NaN/Inf without weight decay (round 31: every such run, within 2 steps)
-            magnitudes=(("collapse", (0.31, 0.95, 2.9)), ("lr_blowup", (4.5, 17.0, 350.0, 1e6)),
-                        ("mask_leak", (0.025,)))),
-)
+) + RECENT_SETTINGS
 SETTING = {s.name: s for s in SETTINGS}

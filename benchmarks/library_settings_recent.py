@@ -1,0 +1,105 @@
+"""The detection library's settings from round 26 on (SPEC §7, §8), each never tuned on when its round was recorded;
+the earlier ones are library_settings.py, which joins both tables.
+"""
+
+from __future__ import annotations
+
+from setting import Setting, cadences
+
+RECENT_SETTINGS = (
+    # Never tuned on: a user who pushes the lr to 1.2e-3 (above every tuned setting's) after a short warm-up of 36
+    # steps from 6e-5, with more weight decay (0.05 to 0.25), the EMA momentum from 0.997, three targets, 480 steps,
+    # readings every 12 steps, the fixed batch every 36, covariance, parameter distance and weights health every 60,
+    # evaluation every 60. The first test of the distance-jump warning (ema_runaway): a fast early climb of the
+    # target-online distance that a healthy run makes, and lr blow-ups on a schedule that already moves fast.
+    Setting("hotlr", ("optim.lr=1.2e-3", "optim.start_lr=6e-5", "optim.warmup_steps=36", "optim.weight_decay=0.05",
+                      "optim.final_weight_decay=0.25", "ema.start=0.997", "masks.num_targets=3", "optim.steps=480",
+                      *cadences(12, 36, 60, 60, 120)),
+            480, (120, 240, 360), 120, "tiny with the lr at 1.2e-3 after a warm-up of 36 from 6e-5, weight decay "
+            "0.05 to 0.25, the EMA momentum from 0.997, three targets, the fixed batch every 36 steps, cadences 12/60, "
+            "480 steps (never tuned on)", round=26,
+            # magnitudes of its own: collapse 0.42, lr x22 and a leak of 11% in no earlier grid, the others as earlier
+            # grids' (collapse 1.3, lr x6.5 and x700 as manytargets', 3.6 as smallctx's) on a faster schedule; lr x1e6
+            # reaches NaN/Inf (a real divergence)
+            magnitudes=(("collapse", (0.42, 1.3, 3.6)), ("lr_blowup", (6.5, 22.0, 700.0, 1e6)),
+                        ("mask_leak", (0.11,)))),
+    # Never tuned on: a user who shrinks the predictor to save compute (32 wide, one block of two heads: `narrow`'s
+    # was as narrow and `shallow`'s as shallow, no tuned one both at once) and fits a batch of 48, with the lr at
+    # 4e-4 after a warm-up of 40, the EMA momentum from 0.996, 440 steps, reading every 11 steps, the fixed batch
+    # every 22, covariance, parameter distance and weights health every 55, evaluation every 55. Onsets at a quarter, half and three quarters, each
+    # trained 110 steps on.
+    Setting("thinpred", ("model.pred_dim=32", "model.pred_depth=1", "model.pred_num_heads=2", "optim.batch_size=48",
+                         "optim.lr=4e-4", "optim.warmup_steps=40", "ema.start=0.996", "optim.steps=440",
+                         *cadences(11, 22, 55, 55, 110)),
+            440, (110, 220, 330), 110, "tiny with a thin predictor (32 wide, 1 block of 2 heads), batch 48, lr 4e-4 "
+            "after a warm-up of 40, the EMA momentum from 0.996, the fixed batch every 22 steps, cadences 11/55, 440 "
+            "steps (never tuned on)", round=27,
+            magnitudes=(("collapse", (0.45, 1.4, 4.2)), ("lr_blowup", (5.5, 18.0, 600.0, 1e6)),
+                        ("mask_leak", (0.06,)))),
+    # Never tuned on: a user who asks more of the data (eight shape classes, crops of 50-100% of the image, flips)
+    # and less of the blocks' MLPs (ratio 2), lr 6e-4 after a warm-up of 30; the fixed batch every 25 steps, a cadence
+    # no setting had.
+    Setting("augment", ("data.num_classes=8", "data.crop_scale=[0.5, 1.0]", "data.hflip=true", "model.mlp_ratio=2.0",
+                        "optim.lr=6e-4", "optim.warmup_steps=30", "optim.steps=400",
+                        *cadences(10, 25, 50, 50, 100)),
+            400, (100, 200, 300), 100, "tiny with eight shape classes, crops of 50-100% and flips, MLP ratio 2, lr 6e-4 "
+            "after a warm-up of 30, the fixed batch every 25 steps, cadences 10/50, 400 steps (never tuned on)",
+            round=28,
+            magnitudes=(("collapse", (0.34, 1.2, 3.6)), ("lr_blowup", (4.2, 13.0, 250.0, 1e6)),
+                        ("mask_leak", (0.035,)))),
+    # Never tuned on: a user who follows the masking literature's "bigger targets, less context" (two target blocks
+    # of 20-30%, a context block of 70-90%), with the EMA momentum from 0.995, lr 5e-4 after a warm-up of 48, weight
+    # decay to 0.2, readings every 8 steps, the fixed batch every 24 (a cadence no setting had), 480 steps.
+    Setting("bigtargets", ("masks.num_targets=2", "masks.target_scale=[0.2, 0.3]", "masks.context_scale=[0.7, 0.9]",
+                           "ema.start=0.995", "optim.lr=5e-4", "optim.warmup_steps=48", "optim.final_weight_decay=0.2",
+                           "optim.steps=480", *cadences(8, 24, 48, 48, 120)),
+            480, (120, 240, 360), 120, "tiny with two 20-30% targets and a 70-90% context, the EMA momentum from "
+            "0.995, lr 5e-4 after a warm-up of 48, the fixed batch every 24 steps, cadences 8/48, 480 steps (never "
+            "tuned on)", round=29,
+            magnitudes=(("collapse", (0.36, 1.1, 3.9)), ("lr_blowup", (4.8, 16.0, 400.0, 1e6)),
+                        ("mask_leak", (0.045,)))),
+    # Never tuned on: a user who takes BYOL's fast target with a cosine ramp (the EMA momentum from 0.99), six heads
+    # of 16, Adam's beta1 at 0.85, a batch of 96 at lr 7e-4 after a warm-up of 40, the fixed batch every 33 steps.
+    Setting("cosema", ("ema.schedule='cosine'", "ema.start=0.99", "model.num_heads=6", "optim.beta1=0.85",
+                       "optim.batch_size=96", "optim.lr=7e-4", "optim.warmup_steps=40", "optim.steps=440",
+                       *cadences(11, 33, 44, 44, 110)),
+            440, (110, 220, 330), 110, "tiny with a cosine EMA ramp from 0.99, six heads, beta1 0.85, batch 96, lr "
+            "7e-4 after a warm-up of 40, the fixed batch every 33 steps, cadences 11/44, 440 steps (never tuned on)",
+            round=30,
+            magnitudes=(("collapse", (0.4, 1.05, 3.45)), ("lr_blowup", (5.0, 15.0, 500.0, 1e6)),
+                        ("mask_leak", (0.08,)))),
+    # Never tuned on: a user who turns weight decay off, clips gradients at 0.5, decays the lr only to 1e-4 (8e-4
+    # after a warm-up of 24), three targets of 15-25%, the EMA momentum from 0.997, 360 steps, the fixed batch every 27.
+    Setting("nodecay", ("optim.weight_decay=0.0", "optim.final_weight_decay=0.0", "optim.grad_clip=0.5",
+                        "optim.lr=8e-4", "optim.final_lr=1e-4", "optim.warmup_steps=24", "masks.num_targets=3",
+                        "masks.target_scale=[0.15, 0.25]", "ema.start=0.997", "optim.steps=360",
+                        *cadences(9, 27, 45, 45, 90)),
+            360, (90, 180, 270), 90, "tiny without weight decay, gradient clipping at 0.5, lr 8e-4 after a warm-up "
+            "of 24 decaying to 1e-4, three 15-25% targets, the EMA momentum from 0.997, the fixed batch every 27 "
+            "steps, cadences 9/45, 360 steps (never tuned on)", round=31,
+            # lr x1e6 still reaches NaN/Inf without weight decay (round 31: every such run, within 2 steps)
+            magnitudes=(("collapse", (0.31, 0.95, 2.9)), ("lr_blowup", (4.5, 17.0, 350.0, 1e6)),
+                        ("mask_leak", (0.025,)))),
+    # Never tuned on: a user who lets the context block stretch (aspect 0.75-1.33, where every tuned setting's was
+    # square) and crops at aspect 0.5-2, with MLP ratio 3, a batch of 72 at lr 6.5e-4 after a warm-up of 35, the EMA
+    # momentum from 0.993, the fixed batch every 28 steps (a cadence no setting had), 420 steps.
+    Setting("stretch", ("masks.context_aspect=[0.75, 1.33]", "data.crop_ratio=[0.5, 2.0]", "model.mlp_ratio=3.0",
+                        "optim.batch_size=72", "optim.lr=6.5e-4", "optim.warmup_steps=35", "ema.start=0.993",
+                        "optim.steps=420", *cadences(12, 28, 42, 42, 105)),
+            420, (105, 210, 315), 105, "tiny with a context block of aspect 0.75-1.33, crops of aspect 0.5-2, MLP "
+            "ratio 3, batch 72, lr 6.5e-4 after a warm-up of 35, the EMA momentum from 0.993, the fixed batch every 28 "
+            "steps, cadences 12/42, 420 steps (never tuned on)", round=32,
+            magnitudes=(("collapse", (0.37, 1.08, 3.2)), ("lr_blowup", (5.2, 14.0, 450.0, 1e6)),
+                        ("mask_leak", (0.05,)))),
+    # Never tuned on: a user with light weight decay (0.01 to 0.1), eight heads of 12, five targets of 10-16%, lr
+    # 9e-4 ramped from 1e-5 over 60 steps, the EMA momentum from 0.995, readings every 10 steps, the fixed batch every
+    # 30, 500 steps.
+    Setting("heads8", ("optim.weight_decay=0.01", "optim.final_weight_decay=0.1", "model.num_heads=8",
+                       "masks.num_targets=5", "masks.target_scale=[0.1, 0.16]", "optim.lr=9e-4", "optim.start_lr=1e-5",
+                       "optim.warmup_steps=60", "ema.start=0.995", "optim.steps=500", *cadences(10, 30, 50, 50, 125)),
+            500, (125, 250, 375), 125, "tiny with weight decay 0.01 to 0.1, eight heads, five targets of 10-16%, lr "
+            "9e-4 ramped from 1e-5 over 60 steps, the EMA momentum from 0.995, the fixed batch every 30 steps, "
+            "cadences 10/50, 500 steps (never tuned on)", round=33,
+            magnitudes=(("collapse", (0.33, 1.02, 3.1)), ("lr_blowup", (4.6, 15.5, 380.0, 1e6)),
+                        ("mask_leak", (0.04,)))),
+)
