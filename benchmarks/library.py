@@ -63,6 +63,10 @@ LABEL_KEYS = frozenset({"loss", "grad_norm", "mask/overlap_fraction", "ema/targe
                         "ema/relative_param_l2", "ema/fixed_batch_distance", "target/fixed_batch_std_mean",
                         "knn/accuracy", "linear_probe/val_acc", "target/effective_rank", "target/std_mean"})
 
+# Kept whole, though no rule reads them yet, for the rules to come to be tuned on (benchmarks/online_spread.py): the
+# online encoder's spread on the fixed batch, recorded since round 32.
+STUDY_KEYS = frozenset({"online/fixed_batch_std_mean"})
+
 
 # ------------------------------------------------------------------------------------------------------- records
 
@@ -82,13 +86,13 @@ def _thin_value(key: str, value):
 
 
 def read_keys() -> frozenset[str]:
-    """Every metric the detection benchmark reads of a stream (the rules', under the default config, and the labels')
-    and the key metrics of `jepa doctor`'s table."""
+    """Every metric the detection benchmark reads of a stream (the rules', under the default config, and the labels'),
+    the STUDY_KEYS and the key metrics of `jepa doctor`'s table."""
     from jepa_core.alerts.rules import build_rules  # noqa: PLC0415 (keeps --list free of torch)
     from jepa_core.config import RulesConfig  # noqa: PLC0415
     from jepa_core.metrics import registry  # noqa: PLC0415
 
-    watched = LABEL_KEYS.union(*(rule.watches for rule in build_rules(RulesConfig())))
+    watched = LABEL_KEYS.union(STUDY_KEYS, *(rule.watches for rule in build_rules(RulesConfig())))
     return frozenset(watched | set(registry.shown_in("doctor")))
 
 

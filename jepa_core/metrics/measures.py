@@ -168,7 +168,9 @@ def _fixed_batch(inst: HookState, ctx: StepContext) -> Metrics:
     images = inst._probe_images.to(next(target.parameters()).device)
     target_tokens, online_tokens = target(images).float(), online(images).float()
     rows = target_tokens.reshape(-1, target_tokens.shape[-1])
+    online_rows = online_tokens.reshape(-1, online_tokens.shape[-1])
     return {"target/fixed_batch_std_mean": rows.std(dim=0, correction=0).mean(),
+            "online/fixed_batch_std_mean": online_rows.std(dim=0, correction=0).mean(),
             "target/fixed_batch_norm_mean": rows.norm(dim=1).mean(),
             "ema/fixed_batch_distance": fixed_batch_distance_tensor(target_tokens, online_tokens)}
 
