@@ -172,6 +172,10 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 # 33. the never-tuned `heads8` setting (all seeds: light weight decay, eight heads, five targets of 10-16%, lr ramped
 #    from 1e-5), seeds 65-66 of augment and cosema (healthy and a grid: the settings of the test split's misses) and
 #    of twoblock and flatlr (healthy only), defined and set training with round 32.
+# 34. a study round (tuning data from the start, STUDY_CASES): seeds 67-68 of earlier settings, healthy runs and the
+#    cells of the first-descent misses, lr blow-ups and collapses around them, recorded with the online encoder's
+#    fixed-batch spread (`online/fixed_batch_std_mean`, logged since round 32) to tune a rule on it. Defined after
+#    rounds 32-33 and trained before them; none of rounds 32-33 was read before the rules were frozen again.
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
@@ -179,7 +183,7 @@ ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (1
                20: (39, 40), 21: (41, 42),
                22: (43, 44), 23: (45, 46), 24: (47, 48), 25: (49, 50), 26: (51, 52), 27: (53, 54),
                28: (55, 56), 29: (57, 58), 30: (59, 60), 31: (61, 62), 32: (63, 64),
-               33: (65, 66)}
+               33: (65, 66), 34: (67, 68)}
 ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny", "wide"),
                        5: ("tiny", "momentum"), 6: ("sparse",), 7: ("blocks",),
                        8: ("batch32",), 10: ("batch32_fb",), 11: ("mse",),
@@ -209,7 +213,21 @@ ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           30: ("twoblock", "narrow"),
                           31: ("momentum", "shallow"),
                           32: ("bigtargets", "hotlr"), 33: ("twoblock", "flatlr")}  # ... healthy runs only
-TEST_ROUND = 33  # the newest round
+# A study round: the cases it names, all tuning data (not a test of any rule).
+_STUDY_HEALTHY = (("shallow", 67), ("shallow", 68), ("twoblock", 67), ("depth3", 67), ("thinpred", 67),
+                  ("thinpred", 68), ("augment", 67), ("augment", 68), ("cosema", 67), ("calib", 67), ("hotlr", 67),
+                  ("latewarm", 67), ("smalldata", 67), ("tiny", 67), ("quick", 67), ("quick", 68), ("flatlr", 67))
+_STUDY_FAULTS = (("thinpred", 67, "collapse", 0.45, 110), ("thinpred", 68, "collapse", 0.45, 110),
+                 ("thinpred", 67, "collapse", 1.4, 110), ("augment", 67, "collapse", 0.34, 100),
+                 ("augment", 68, "collapse", 0.34, 100), ("smalldata", 67, "collapse", 0.6, 125),
+                 ("flatlr", 67, "collapse", 0.38, 130), ("shallow", 67, "collapse", 0.22, 165),
+                 ("cosema", 67, "lr_blowup", 5.0, 110), ("thinpred", 68, "lr_blowup", 5.5, 110),
+                 ("augment", 68, "lr_blowup", 4.2, 100), ("shallow", 68, "lr_blowup", 14.0, 165),
+                 ("calib", 67, "lr_blowup", 3.0, 75), ("tiny", 67, "lr_blowup", 3.0, 400),
+                 ("hotlr", 67, "lr_blowup", 6.5, 120), ("twoblock", 67, "lr_blowup", 12.0, 150),
+                 ("tiny", 67, "collapse", 0.3, 800), ("depth3", 67, "collapse", 0.27, 320))
+STUDY_ROUNDS = {34}
+TEST_ROUND = 33  # the newest round of the test split (a study round is never one)
 # Every round since this one was recorded after the rules it tests were frozen, and no rule has changed since: each
 # is a test of the same rules. Move it to the next round when a rule or a label changes.
 FIRST_TEST_ROUND = 29
@@ -256,7 +274,7 @@ class Case:
 
     @property
     def split(self) -> str:
-        return "test" if self.round >= FIRST_TEST_ROUND else "tune"
+        return "test" if FIRST_TEST_ROUND <= self.round <= TEST_ROUND else "tune"
 
     @property
     def parent(self) -> Case | None:
@@ -316,6 +334,8 @@ def round_cases(round_: int) -> list[Case]:
     """A later round: its new setting's healthy runs and whole grid (magnitudes x onsets, seeds rotating), and on
     earlier settings its two new seeds, each cell of their grid once at a rotating onset (healthy runs only on the
     settings of ROUND_HEALTHY_SETTINGS)."""
+    if round_ in STUDY_ROUNDS:
+        return study_cases()
     new = [s for s in SETTINGS if s.round == round_]
     earlier = [SETTING[name] for name in ROUND_SEED_SETTINGS.get(round_, ())]
     seeds = ROUND_SEEDS.get(round_, ())
@@ -332,3 +352,9 @@ def round_cases(round_: int) -> list[Case]:
             faults.append(((level, cell % 3), Case(setting.name, seeds[cell % len(seeds)], fault, magnitude,
                                                   setting.onsets[cell % len(setting.onsets)])))
     return healthy + [case for _, case in sorted(faults, key=lambda item: item[0])]
+
+
+def study_cases() -> list[Case]:
+    """The study round's cases: its healthy runs (the parents), then its fault cells."""
+    return ([Case(setting, seed) for setting, seed in _STUDY_HEALTHY]
+            + [Case(setting, seed, fault, magnitude, onset) for setting, seed, fault, magnitude, onset in _STUDY_FAULTS])
