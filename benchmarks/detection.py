@@ -39,7 +39,7 @@ WARNINGS_PER_HEALTHY_RUN = 0.1  # target: at most 1 warning per 10 healthy runs
 MADE_FOR = {
     "mask_leak": {"mask_leak"}, "target_gradients": {"target_gradients"}, "non_finite": {"lr_blowup"},
     "variance_collapse": {"collapse"}, "steady_collapse": {"collapse"}, "rank_collapse": {"collapse"},
-    "false_comfort": {"collapse"},
+    "false_comfort": {"collapse"}, "online_collapse": {"collapse"},
     "ema_stalled": {"frozen_target", "target_copies_online"}, "ema_runaway": {"lr_blowup"},
     "divergence": {"lr_blowup"},
 }

@@ -35,8 +35,8 @@ from pathlib import Path
 # however this one is loaded; their names are the library's too.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cases import (EXTRA_CELLS, FAULTS, FIRST_TEST_ROUND, ROUND_HEALTHY_SETTINGS,  # noqa: E402, F401
-                   ROUND_SEED_SETTINGS, ROUND_SEEDS, SEEDS, SETTING, SETTINGS, TEST_ROUND, Case, Setting, all_cases,
-                   grid_cells, round_cases)
+                   ROUND_SEED_SETTINGS, ROUND_SEEDS, SEEDS, SETTING, SETTINGS, STUDY_ROUNDS, TEST_ROUND, Case,
+                   Setting, all_cases, grid_cells, round_cases, study_cases)
 
 REPO = Path(__file__).resolve().parent.parent
 LIBRARY = REPO / "data" / "library"
@@ -63,10 +63,6 @@ LABEL_KEYS = frozenset({"loss", "grad_norm", "mask/overlap_fraction", "ema/targe
                         "ema/relative_param_l2", "ema/fixed_batch_distance", "target/fixed_batch_std_mean",
                         "knn/accuracy", "linear_probe/val_acc", "target/effective_rank", "target/std_mean"})
 
-# Kept whole, though no rule reads them yet, for the rules to come to be tuned on (benchmarks/online_spread.py): the
-# online encoder's spread on the fixed batch, recorded since round 32.
-STUDY_KEYS = frozenset({"online/fixed_batch_std_mean"})
-
 
 # ------------------------------------------------------------------------------------------------------- records
 
@@ -86,13 +82,13 @@ def _thin_value(key: str, value):
 
 
 def read_keys() -> frozenset[str]:
-    """Every metric the detection benchmark reads of a stream (the rules', under the default config, and the labels'),
-    the STUDY_KEYS and the key metrics of `jepa doctor`'s table."""
+    """Every metric the detection benchmark reads of a stream (the rules', under the default config, and the labels')
+    and the key metrics of `jepa doctor`'s table."""
     from jepa_core.alerts.rules import build_rules  # noqa: PLC0415 (keeps --list free of torch)
     from jepa_core.config import RulesConfig  # noqa: PLC0415
     from jepa_core.metrics import registry  # noqa: PLC0415
 
-    watched = LABEL_KEYS.union(STUDY_KEYS, *(rule.watches for rule in build_rules(RulesConfig())))
+    watched = LABEL_KEYS.union(*(rule.watches for rule in build_rules(RulesConfig())))
     return frozenset(watched | set(registry.shown_in("doctor")))
 
 

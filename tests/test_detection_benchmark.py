@@ -39,7 +39,8 @@ def test_grid_covers_every_fault_at_every_magnitude_and_onset_on_two_settings():
         seeds = {c.seed for c in cases if c.setting == setting.name and c.fault is None}
         later = {seed for rounds in (LIBRARY.ROUND_SEED_SETTINGS, LIBRARY.ROUND_HEALTHY_SETTINGS)
                  for r, names in rounds.items() if setting.name in names for seed in LIBRARY.ROUND_SEEDS[r]}
-        assert seeds == set(range(5)) | later
+        studied = {c.seed for c in LIBRARY.study_cases() if c.setting == setting.name and c.fault is None}
+        assert seeds == set(range(5)) | later | studied
     for setting in with_faults:
         assert len(setting.onsets) == 3
         for fault in LIBRARY.FAULTS:
@@ -121,16 +122,28 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     # Rounds 16-19 tested the rules of a54701c; the rules changed after round 19 was read (rank_collapse's floor,
     # the fixed-batch trend's span), so they are tuning data. Rounds 20-25 tested the rules of f2f983b; ema_runaway's
     # distance jump was then chosen on them, so they are tuning data too. Rounds 26-28 tested the rules of 3b5461fc;
-    # steady_collapse's steep fall was then chosen on rounds 1-28, and rounds 29-31 test the rules since.
-    assert all(c.split == "tune" for r in range(2, 29) for c in LIBRARY.round_cases(r))
+    # steady_collapse's steep fall was then chosen on rounds 1-28, and rounds 29-31 tested the rules of e88ef032;
+    # online_collapse was then chosen on round 34 (a study round, tuning data from the start), and rounds 32-33,
+    # defined and set training before it, test the rules since.
+    assert all(c.split == "tune" for r in (*range(2, 32), 34) for c in LIBRARY.round_cases(r))
     assert (cases["thinpred/collapse_0.45_at110_s55"].round, cases["thinpred/collapse_0.45_at110_s55"].split) == (
         28, "tune")
-    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (29, 31)
-    assert all(c.split == "test" for r in (29, 30, 31) for c in LIBRARY.round_cases(r))
+    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (32, 33)
+    assert all(c.split == "test" for r in (32, 33) for c in LIBRARY.round_cases(r))
+
+
+def test_a_study_round_is_tuning_data_and_holds_each_fault_runs_parent():
+    cases = LIBRARY.round_cases(34)
+    assert cases == LIBRARY.study_cases() and 34 in LIBRARY.STUDY_ROUNDS
+    assert {c.round for c in cases} == {34} and {c.split for c in cases} == {"tune"}
+    assert LIBRARY.TEST_ROUND < 34  # a study round recorded after the test rounds is not one of them
+    healthy = {c for c in cases if c.fault is None}
+    assert len(healthy) >= 10 and all(c.parent in healthy for c in cases if c.fault is not None)
+    assert all(c.onset in LIBRARY.SETTING[c.setting].onsets for c in cases if c.fault is not None)
 
 
 @pytest.mark.parametrize("round_", [4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
-                                    26, 27, 28, 29, 30, 31])
+                                    26, 27, 28, 29, 30, 31, 32, 33])
 def test_a_round_can_add_healthy_runs_only_on_some_settings(round_):
     cases = LIBRARY.round_cases(round_)
     for name in LIBRARY.ROUND_HEALTHY_SETTINGS[round_]:
@@ -481,8 +494,14 @@ def test_recorded_case_is_what_the_library_would_train_now(case_dir):
 # three: `thinpred` collapses from 110 that continue its first descent, harmful only at the last reading (its pooled
 # rank half its healthy run's), which healthy runs of other settings outmove in every signal over as many steps
 # (benchmarks/descent_lookalikes.py). Its fourth miss, `flatlr`'s collapse from 130, the steep fall now catches.
-KNOWN_TUNING_MISSES: list[str] = ["thinpred/collapse_0.45_at110_s0 missed", "thinpred/collapse_0.45_at110_s55 missed",
-                                  "thinpred/collapse_1.4_at110_s1 missed",
+# Rounds 29-31 (tuning data since online_collapse) brought four: two `augment` collapses from 100 and one `thinpred`
+# collapse from 110 of that class, and `cosema`'s lr x5 from 110, which scrambled the representation (a probe fall,
+# no rule spoke). online_collapse reads a metric those rounds did not record: on the study round (34), which did,
+# it catches the same cells of `augment` and `thinpred` 68-88 steps before their harm.
+KNOWN_TUNING_MISSES: list[str] = ["augment/collapse_0.34_at100_s57 missed", "augment/collapse_0.34_at100_s61 missed",
+                                  "cosema/lr_blowup_5_at110_s3 missed",
+                                  "thinpred/collapse_0.45_at110_s0 missed", "thinpred/collapse_0.45_at110_s55 missed",
+                                  "thinpred/collapse_0.45_at110_s59 missed", "thinpred/collapse_1.4_at110_s1 missed",
                                   "smallctx/lr_blowup_35_at140_s4 not before loss",
                                   "smalldata/collapse_0.6_at125_s23 not before eval",
                                   "manytargets/lr_blowup_30_at200_s1 critical false alarm",
@@ -714,6 +733,24 @@ def test_relabel_labels_the_run_trained_on_and_says_when_the_label_changes(tmp_p
     with pytest.raises(SystemExit):
         check.main(["--relabel"])
     assert "--relabel needs the cases" in capsys.readouterr().err
+
+
+def test_the_online_spread_catches_collapses_inside_the_first_descent_that_no_other_rule_sees():
+    # The study round (34) recorded the online encoder's fixed-batch spread. Its `augment` and `thinpred` cells of the
+    # first-descent class (rounds 27-31's misses, on new seeds) are harmful at 200 and 220; without online_collapse
+    # no rule speaks, with it the ratio online/target has dropped 4-7x between two readings by 125 and 132.
+    off = RulesConfig(online_lead_floor=0.0)
+    for name, harm_step, caught in (("augment/collapse_0.34_at100_s67", 200, 125),
+                                    ("thinpred/collapse_0.45_at110_s67", 220, 132)):
+        case = LIBRARY.LIBRARY / name
+        judged = DETECTION.judge(case)
+        assert judged.harm_step == harm_step and DETECTION.judge(case, off).first is None
+        assert [(a.rule, a.step) for a in judged.alerts][:1] == [("online_collapse", caught)]
+    # ... and on none of the round's 17 healthy runs, whose online spread dips to a tenth of the target's early on.
+    healthy = [d for d in RECORDED if d.name.startswith("healthy_s6") and
+               json.loads((d / "case.json").read_text())["round"] == 34]
+    assert len(healthy) == 17
+    assert not [a for d in healthy for a in DETECTION.judge(d).alerts if a.rule == "online_collapse"]
 
 
 def test_a_copied_target_without_gradient_clipping_shows_in_the_gradient_before_the_loss():

@@ -22,7 +22,7 @@ Mutator = Callable[[int, dict], None]
 
 def synthetic_run(seed: int, steps: int = STEPS, mutate: Mutator | None = None, noise: float = 1.0) -> list[dict]:
     """A healthy-looking sparse metric stream; `mutate(step, row)` plants a fault in place."""
-    rng = random.Random(seed)
+    rng, online_rng = random.Random(seed), random.Random(seed + 1000)
 
     def jitter(sigma: float) -> float:
         return 1.0 + noise * rng.gauss(0.0, sigma)
@@ -54,6 +54,9 @@ def synthetic_run(seed: int, steps: int = STEPS, mutate: Mutator | None = None, 
             # target statistics on a fixed probe batch: they move a little with every EMA update
             row["target/fixed_batch_std_mean"] = 0.6 * jitter(0.002)
             row["target/fixed_batch_norm_mean"] = 9.0 * jitter(0.002)
+            # the online encoder on the same batch: of the order of the target's, noisier (real runs: 0.6-0.8 of it)
+            # (its own generator: the other signals' draws stay those the tests were written against)
+            row["online/fixed_batch_std_mean"] = 0.42 * (1.0 + noise * online_rng.gauss(0.0, 0.05))
         if mutate is not None:
             mutate(step, row)
         if len(row) > 1:
@@ -831,6 +834,42 @@ def test_false_comfort_when_variance_and_rank_collapse_together_while_prediction
     assert alerts_of(rows, "variance_collapse") and alerts_of(rows, "rank_collapse")  # both underlying collapses
 
 
+def test_online_collapse_when_the_online_spread_falls_far_below_the_targets() -> None:
+    # The online encoder collapses from step 150 (halving every 15 steps) while its target, behind the EMA, has
+    # not moved yet: the ratio crosses the floor within a few readings.
+    def online_falls(step: int, row: dict) -> None:
+        if step >= 150 and "online/fixed_batch_std_mean" in row:
+            row["online/fixed_batch_std_mean"] *= 0.5 ** ((step - 150) / 15)
+
+    alert = single_alert(synthetic_run(6, mutate=online_falls), "online_collapse", 150, 260)
+    assert alert.severity == "warning" and alert.metric == "online/fixed_batch_std_mean"
+    assert "of the target's" in alert.message and "EMA" in alert.message
+    assert alerts_of(synthetic_run(6, mutate=online_falls), "online_collapse",
+                     RulesConfig(online_lead_floor=0.0)) == []  # 0 turns it off
+
+
+def test_online_collapse_waits_for_warm_up_and_is_silent_on_streams_without_the_online_spread() -> None:
+    # Low only before the rules' warm-up ends (the online encoder reorganises first), then back to its level.
+    def early_low(step: int, row: dict) -> None:
+        if step < RulesConfig().warmup_steps and "online/fixed_batch_std_mean" in row:
+            row["online/fixed_batch_std_mean"] = 0.01
+
+    # A stream recorded before the metric existed, with the target itself collapsing: other rules' business.
+    def no_online(step: int, row: dict) -> None:
+        row.pop("online/fixed_batch_std_mean", None)
+        if step >= 150 and "target/fixed_batch_std_mean" in row:
+            row["target/fixed_batch_std_mean"] *= 0.5 ** ((step - 150) / 15)
+
+    # A healthy online encoder's dip: down to a tenth of the target, but over 200 steps (1.8x per 60).
+    def slow_dip(step: int, row: dict) -> None:
+        if "online/fixed_batch_std_mean" in row:
+            row["online/fixed_batch_std_mean"] *= max(0.14, math.exp(-max(0, step - 60) / 100))
+
+    assert alerts_of(synthetic_run(7, mutate=early_low), "online_collapse") == []
+    assert alerts_of(synthetic_run(7, mutate=slow_dip), "online_collapse") == []
+    assert alerts_of(synthetic_run(7, mutate=no_online), "online_collapse") == []
+
+
 def test_false_comfort_needs_both_collapses() -> None:
     def variance_only(step: int, row: dict) -> None:
         if step >= 120:
@@ -880,7 +919,7 @@ def test_every_rule_has_a_name_and_follows_the_protocol() -> None:
     names = {r.name for r in rules}
     # dead_dimensions, ema_schedule and not_learning were removed: no recorded case could make them fire
     assert names == {"mask_leak", "target_gradients", "non_finite", "variance_collapse", "steady_collapse",
-                     "rank_collapse", "ema_stalled", "ema_runaway", "false_comfort", "divergence"}
+                     "online_collapse", "rank_collapse", "ema_stalled", "ema_runaway", "false_comfort", "divergence"}
     assert all(isinstance(r, Rule) for r in rules)
 
 

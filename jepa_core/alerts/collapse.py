@@ -1,5 +1,6 @@
-"""The representation-collapse rules of SPEC §7: `variance_collapse`, `steady_collapse`, `rank_collapse` and
-`false_comfort`, and `Trend`/`TrendRule`, a signal judged against its own trend (also used by `ema_runaway`).
+"""The representation-collapse rules of SPEC §7: `variance_collapse`, `steady_collapse`, `rank_collapse`,
+`false_comfort` and `online_collapse`, and `Trend`/`TrendRule`, a signal judged against its own trend (also used by
+`ema_runaway`).
 
 A healthy run drifts, by an amount that depends on the setting, while a collapse makes a signal fall faster than it
 was moving (`TrendBreak`) or leave the level where it last rested (`FallFromStable`, for a fall that is steady from
@@ -8,7 +9,8 @@ run's early fall of the target's spread, `FirstDescent`) until the fall is deepe
 `false_comfort` is a combination only a failure produced in the detection library: variance and rank collapsing at
 once while predictions still match the targets. `rank_collapse` also has a floor that needs no history: the patch
 tokens' rank below a small fraction of the features' width, for a collapse that continues a deep first descent at
-its own pace, where every reference above is the descent itself.
+its own pace, where every reference above is the descent itself. `online_collapse` reads the online encoder, where
+a collapse starts: its spread on the fixed probe batch far below the target's, which follows only through the EMA.
 """
 
 from __future__ import annotations
@@ -331,4 +333,43 @@ class FalseComfortRule(RuleBase):
                 f"({', '.join(sorted(self.variance.breaking))}) and its rank ({', '.join(sorted(self.rank.breaking))}) "
                 f"collapse at step {step}; a constant target is trivially predictable. Check first the EMA "
                 "momentum, any extra loss term and the learning rate; do not trust the loss."))]
+        return []
+
+
+class OnlineCollapseRule(RuleBase):
+    """The online encoder's spread on the fixed probe batch fallen, within a few readings, to a small fraction of its
+    target's: a collapse seen where it starts. The gradient moves the online (context) encoder; the target follows
+    only through the EMA, a few hundred steps behind, so a collapse takes the online spread down at once while the
+    target's, which the other variance rules read, may still look like a healthy first descent. A healthy online
+    encoder also dips below its target early in a run (to a tenth of it at worst in the detection library), but over
+    several readings; a collapse drops the ratio several-fold between two (benchmarks/online_spread.py). Streams
+    recorded before the metric existed have no reading: silent there."""
+
+    name = "online_collapse"
+    online = "online/fixed_batch_std_mean"
+    target = "target/fixed_batch_std_mean"
+
+    def __init__(self, cfg: RulesConfig) -> None:
+        super().__init__(cfg)
+        self.watches = frozenset({self.online, self.target})
+        self.recent: list[tuple[int, float]] = []  # (step, online/target) of the settled readings in the window
+
+    def update(self, row: dict) -> list[Alert]:
+        cfg, step = self.cfg, row["step"]
+        online, target = self._settled_reading(row, self.online), self._settled_reading(row, self.target)
+        if cfg.online_lead_floor <= 0 or online is None or target is None or target <= 0:
+            return []
+        ratio = online / target
+        self.recent = [(s, r) for s, r in self.recent if step - s <= cfg.online_lead_window_steps]
+        before = max((r for _, r in self.recent), default=None)
+        self.recent.append((step, ratio))
+        fell = (before is not None and ratio < cfg.online_lead_floor
+                and before >= cfg.online_lead_fall * max(ratio, 1e-12))
+        if self.gate.observe(self.online, fell, 1):
+            return [self._alert(step, "warning", self.online, online, (
+                f"online collapse: {self.online} = {fmt(online)} at step {step}, {fmt(ratio)} of the target's "
+                f"{fmt(target)}, down from {fmt(before or 0)} of it within {cfg.online_lead_window_steps} steps: the "
+                "online encoder's features are shrinking toward a constant, and the target, which follows it "
+                "through the EMA, will follow. Check first any extra loss term, the learning rate and the EMA "
+                "momentum; watch target/fixed_batch_std_mean and target/effective_rank."))]
         return []

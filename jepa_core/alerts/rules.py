@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 
 from jepa_core.alerts.base import Alert, Rule, RuleBase, fmt, number
-from jepa_core.alerts.collapse import (FalseComfortRule, RankCollapseRule, SteadyCollapseRule, Trend,
-                                       VarianceCollapseRule)
+from jepa_core.alerts.collapse import (FalseComfortRule, OnlineCollapseRule, RankCollapseRule, SteadyCollapseRule,
+                                       Trend, VarianceCollapseRule)
 from jepa_core.alerts.detectors import EpisodeGate, OneSidedCusum, RobustBaseline
 from jepa_core.config.rules import RulesConfig, split_names
 
@@ -284,6 +284,7 @@ def build_rules(cfg: RulesConfig, feature_dim: int | None = None) -> list[Rule]:
         variance,
         rank,
         SteadyCollapseRule(cfg, variance),  # after variance_collapse, whose trend verdicts it reads
+        OnlineCollapseRule(cfg),
         EmaStalledRule(cfg),
         EmaRunawayRule(cfg),
         FalseComfortRule(cfg, variance, rank),  # after the two it reads, so it sees this row's verdicts

@@ -159,6 +159,19 @@ class RulesConfig:
     # alert 10-60 steps earlier (the first alert on two, `defaults` collapses, by 60). The fixed batch, whose trend
     # threshold of 4 a healthy descent came within 0.3 of (tiny seed 7), is left to the hold. False: hold both.
     steady_trend_confirms: bool = True
+    # online_collapse: the ratio online/fixed_batch_std_mean / target/fixed_batch_std_mean below online_lead_floor and
+    # online_lead_fall times below its highest reading of the last online_lead_window_steps steps (after warm-up).
+    # The metric is logged since round 32; chosen on round 34, the study round (17 healthy runs of 13 settings, 18
+    # fault runs). Healthy online encoders dip to 0.105-0.37 of their target early in a run (quick, hotlr, shallow
+    # lowest), but over several readings: below 0.15 a healthy ratio stood at most 1.75x below its recent high, and
+    # below 0.2 at most 2.55x (smalldata's dip). Every collapse dropped it 2.9-6.8x between two readings, to
+    # 0.057-0.121: the first-descent misses (augment 0.34 from 100, thinpred 0.45 and 1.4 from 110) 68-88 steps
+    # before their harm, where no other rule spoke. 0.15 and 2.25 sit between the two (geometric means); windows of
+    # 40-70 steps judge alike, 30 misses a collapse on `shallow`, read every 33 steps: the window must span a reading.
+    # A rule of the online encoder: silent on streams without the metric (rounds 1-31). 0 turns it off.
+    online_lead_floor: float = 0.15
+    online_lead_fall: float = 2.25
+    online_lead_window_steps: int = 60
     # ema_stalled: ema/relative_param_l2 or ema/fixed_batch_distance at exactly 0 (target copies online), or target
     # statistics exactly frozen while ema/param_l2 or ema/fixed_batch_distance keeps changing (target never updated)
     ema_stalled_warmup_steps: int = 1  # at step 0 the target is a copy of the online encoder by construction

@@ -134,12 +134,13 @@ METRICS: tuple[Metric, ...] = (
     # The target on one fixed probe batch: read by the rules (no sampling noise; a never-updated target gives
     # identical values), not charted.
     _m("target/fixed_batch_std_mean", "fixed_batch",
-       read_by=("variance_collapse", "steady_collapse", "ema_stalled", "false_comfort")),
+       read_by=("variance_collapse", "steady_collapse", "ema_stalled", "false_comfort", "online_collapse")),
     _m("target/fixed_batch_norm_mean", "fixed_batch", read_by=("ema_stalled",)),
     # The online (context) encoder's spread on the same probe batch. A collapse starts in the online encoder and
     # reaches the target only through the EMA, so the online spread falls first and furthest (benchmarks/
-    # online_spread.py). Recorded for the rules to come; no rule reads it yet.
-    _m("online/fixed_batch_std_mean", "fixed_batch", _panel(_EMA)),
+    # online_spread.py).
+    _m("online/fixed_batch_std_mean", "fixed_batch", _panel(_EMA), _signal("variance", 3),
+       read_by=("online_collapse",)),
     _m("pred/norm_mean", "representation", _panel(_PRED_REP)),
     _m("pred/std_mean", "representation", _panel(_PRED_REP)),
     _m("pred/dead_dim_fraction", "representation", _panel(_PRED_REP), _signal("dead", 1)),
