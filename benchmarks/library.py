@@ -215,6 +215,8 @@ def command(case: Case) -> tuple[list[str], Path]:
         return [*base, "--resume", str(run)], run
     if case.fault is not None:
         return [*base, "--resume", str(_branch(case))], run
+    # A run killed before it wrote its config left nothing to resume, and its directory would refuse a fresh start.
+    shutil.rmtree(run, ignore_errors=True)
     run.parent.mkdir(parents=True, exist_ok=True)
     cmd = [*base, "--name", case.name, "--set", f"logging.runs_dir={json.dumps(str(run.parent))}",
            "--set", f"runtime.seed={case.seed}", "--set", f"optim.steps={SETTING[case.setting].steps}"]

@@ -775,6 +775,18 @@ def test_the_rules_meet_every_target_on_the_tuning_split():
     assert DETECTION.rule_lines(tuning)[1] == []  # every rule fires on a case made for it
 
 
+def test_a_run_killed_before_its_config_was_written_starts_afresh(tmp_path, monkeypatch):
+    # Killed at start-up, a trainer leaves a directory with only its meta.json: nothing to resume, and a fresh start
+    # there would be refused ("already exists"). The next command clears it and starts the run again.
+    monkeypatch.setattr(LIBRARY, "WORK", tmp_path / "work")
+    case = LIBRARY.Case("calib", 0)
+    stale = tmp_path / "work" / "calib" / "healthy_s0"
+    (stale / "checkpoints").mkdir(parents=True)
+    (stale / "meta.json").write_text('{"status": "stopped"}')
+    cmd, run = LIBRARY.command(case)
+    assert run == stale and not run.exists() and "--resume" not in cmd and "--name" in cmd
+
+
 def test_training_is_resumable_parallel_and_runs_parents_first(tmp_path, monkeypatch):
     """The scheduler with a stand-in trainer: every case recorded once, branches only after their parent, a second
     call trains nothing, a failed parent blocks its branches and is reported."""
