@@ -1,0 +1,36 @@
+"""benchmarks/online_spread.py: the ratio of the online encoder's fixed-batch spread to the target's, its largest fall
+below the floor, and, on the recorded study round, the evidence `online_collapse`'s thresholds were chosen from."""
+
+from __future__ import annotations
+
+import pytest
+from benchmark_util import load_benchmark
+
+from jepa_core.config import RulesConfig
+
+
+def _rows(ratios: list[tuple[int, float]]) -> list[dict]:
+    return [{"step": s, "online/fixed_batch_std_mean": 0.8 * r, "target/fixed_batch_std_mean": 0.8} for s, r in ratios]
+
+
+def test_the_ratio_starts_at_the_rules_warm_up_and_its_fall_counts_only_below_the_floor():
+    spread = load_benchmark("online_spread")
+    rules = RulesConfig()
+    rows = _rows([(40, 0.9), (60, 0.5), (80, 0.3), (100, 0.2), (120, 0.12), (140, 0.5), (160, 0.1)])
+    series = spread.ratios(rows, rules.warmup_steps)
+    assert [s for s, _ in series] == [60, 80, 100, 120, 140, 160]
+    assert series[0][1] == pytest.approx(0.5)
+    # At 120 the ratio is below 0.15 and 0.3 / 0.12 = 2.5x below the highest of the 60 steps before (80-100: the
+    # reading at 60 is exactly 60 steps back, and kept); at 160, 0.5 / 0.1 = 5x.
+    assert spread.largest_fall(series, rules) == (pytest.approx(5.0), 160)
+    assert spread.largest_fall(series[:-1], rules) == (pytest.approx(0.5 / 0.12), 120)
+    assert spread.largest_fall(series, rules, after=160) == (0.0, None)  # nothing after the onset
+
+
+def test_on_the_study_round_no_healthy_run_falls_as_far_as_the_threshold_and_the_collapses_do(capsys):
+    spread = load_benchmark("online_spread")
+    assert spread.main([]) == 0
+    out = capsys.readouterr().out
+    assert "healthy runs 17: online_collapse fires on 0; largest fall below the floor 1.75x" in out
+    line = next(ln for ln in out.splitlines() if ln.strip().endswith("augment/collapse_0.34_at100_s67"))
+    assert line.split()[:7] == ["harmful", "harm", "200", "others", "None", "online_collapse", "125"]
