@@ -169,10 +169,15 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 # 32. the never-tuned `stretch` setting (all seeds: a context block of aspect 0.75-1.33, crops of aspect 0.5-2, MLP
 #    ratio 3, the fixed batch every 28 steps), seeds 63-64 of nodecay and thinpred (healthy and a grid) and of
 #    bigtargets and hotlr (healthy only), defined and set training before rounds 29-31's misses were studied again,
-#    recorded with the online encoder's fixed-batch spread, and read once after online_collapse was frozen.
+#    recorded with the online encoder's fixed-batch spread, and read once after online_collapse was frozen: every
+#    target met (32/32 caught, 24/24 not blunt before both baselines, no warning on 13 healthy runs);
+#    online_collapse caught `stretch`'s three early collapses at 112-140, 52-80 steps before their harm.
 # 33. the never-tuned `heads8` setting (all seeds: light weight decay, eight heads, five targets of 10-16%, lr ramped
 #    from 1e-5), seeds 65-66 of augment and cosema (healthy and a grid: the settings of the test split's misses) and
-#    of twoblock and flatlr (healthy only), defined and set training with round 32 and read with it.
+#    of twoblock and flatlr (healthy only), defined and set training with round 32 and read with it: 35/35 caught
+#    (`augment`'s collapse of 0.34 from 100 among them, the class missed since round 26), 27/27 before both
+#    baselines, no critical alert; one target missed: online_collapse warned on 4 of `heads8`'s 5 healthy runs
+#    (at 90-120: the online spread falls to a tenth of the target's within 30 steps of the lr warm-up's end).
 # 34. a study round (tuning data from the start, STUDY_CASES): seeds 67-68 of earlier settings, healthy runs and the
 #    cells of the first-descent misses, lr blow-ups and collapses around them, recorded with the online encoder's
 #    fixed-batch spread (`online/fixed_batch_std_mean`, logged since round 32) to choose `online_collapse` on.

@@ -753,6 +753,22 @@ def test_the_online_spread_catches_collapses_inside_the_first_descent_that_no_ot
     assert not [a for d in healthy for a in DETECTION.judge(d).alerts if a.rule == "online_collapse"]
 
 
+def test_the_online_spread_falls_like_a_collapse_after_heads8s_warm_up_a_known_false_warning():
+    # The test split's finding (round 33, read once on the rules of 40d9d93c): on `heads8` (eight heads, the lr ramped
+    # from 1e-5 to 9e-4 over 60 steps) a healthy online encoder's spread falls to a tenth of the target's within 30
+    # steps of the warm-up's end, as steeply as a collapse, and online_collapse warns on 4 of its 5 healthy runs
+    # (the test split's target is at most 1 in 10). Pinned so that a change to the rule shows here; the README says so.
+    warned = {}
+    for seed in range(5):
+        alerts = DETECTION.judge(LIBRARY.LIBRARY / f"heads8/healthy_s{seed}").alerts
+        warned[seed] = [(a.rule, a.severity, a.step) for a in alerts]
+    assert {s: w for s, w in warned.items() if w} == {0: [("online_collapse", "warning", 120)],
+                                                      2: [("online_collapse", "warning", 90)],
+                                                      3: [("online_collapse", "warning", 90)],
+                                                      4: [("online_collapse", "warning", 120)]}
+    assert LIBRARY.Case("heads8", 0).split == "test"
+
+
 def test_a_copied_target_without_gradient_clipping_shows_in_the_gradient_before_the_loss():
     # `mse` (no clipping), a target copying online from step 200: the gradient norm reads 7.4x its running level at
     # step 210; the parameter distance and the loss show it at 250. At the old spike factor of 10 the rules tied
