@@ -102,4 +102,16 @@ RECENT_SETTINGS = (
             "cadences 10/50, 500 steps (never tuned on)", round=33,
             magnitudes=(("collapse", (0.33, 1.02, 3.1)), ("lr_blowup", (4.6, 15.5, 380.0, 1e6)),
                         ("mask_leak", (0.04,)))),
+    # Never tuned on: a user who ramps the lr steeply (1e-6 to 1e-3 over 40 steps) on eight heads of 12 (as `heads8`,
+    # whose healthy online spread fell abruptly after its warm-up: round 33), with two targets of 15-20%, a batch of
+    # 80, MLP ratio 3, the EMA momentum from 0.994, readings every 11 steps, the fixed batch every 22, 440 steps.
+    # Defined and set training before round 33's healthy warnings were studied.
+    Setting("steepwarm", ("model.num_heads=8", "optim.lr=1e-3", "optim.start_lr=1e-6", "optim.warmup_steps=40",
+                          "masks.num_targets=2", "masks.target_scale=[0.15, 0.2]", "optim.batch_size=80",
+                          "model.mlp_ratio=3.0", "ema.start=0.994", "optim.steps=440", *cadences(11, 22, 44, 44, 110)),
+            440, (110, 220, 330), 110, "tiny with eight heads, lr 1e-3 ramped from 1e-6 over 40 steps, two targets of "
+            "15-20%, batch 80, MLP ratio 3, the EMA momentum from 0.994, the fixed batch every 22 steps, cadences "
+            "11/44, 440 steps (never tuned on)", round=35,
+            magnitudes=(("collapse", (0.36, 1.15, 3.3)), ("lr_blowup", (5.8, 16.5, 420.0, 1e6)),
+                        ("mask_leak", (0.03,)))),
 )
