@@ -32,7 +32,7 @@ from library import LIBRARY, Case, load_case  # noqa: E402
 from jepa_core.alerts.base import Alert  # noqa: E402
 from jepa_core.alerts.engine import evaluate_rows  # noqa: E402
 from jepa_core.config import Config, ConfigError, RulesConfig, apply_overrides  # noqa: E402
-from jepa_core.workbench.doctor import run_feature_dim  # noqa: E402
+from jepa_core.workbench.doctor import run_facts  # noqa: E402
 
 WARNINGS_PER_HEALTHY_RUN = 0.1  # target: at most 1 warning per 10 healthy runs
 # The faults each rule is made for: every rule must fire on at least one of its cases, or be removed.
@@ -97,7 +97,7 @@ class Judgement:
 def judge(case_dir: Path, rules: RulesConfig | None = None) -> Judgement:
     info, rows = load_case(case_dir)
     onset = info["onset"]
-    alerts = evaluate_rows(rows, rules, run_feature_dim(case_dir))  # the record keeps its run's config.toml
+    alerts = evaluate_rows(rows, rules, **run_facts(case_dir))  # the record keeps its run's config.toml
     after = -1 if onset is None else onset  # rows at step s describe the state after update s
     # A healthy run is judged by the same definition from its first reading: it must come out benign, or the
     # definition (not the rules) is wrong; the summary reports it as a check of the labels.

@@ -6,7 +6,8 @@ EMA, hundreds of steps behind. So the ratio online/target drops at once, while t
 other variance rule reads, may still look like a healthy first descent. Healthy online encoders dip below their
 target early in a run too, but over several readings. For each healthy run this prints its lowest ratio and the
 largest fall (the highest ratio of the last `rules.online_lead_window_steps` steps over the current one) at any
-reading below `rules.online_lead_floor`; for each fault run its harm step, the first alert of the rules without
+reading below `rules.online_lead_floor`, with its step in lr warm-ups (the rule judges from
+`rules.online_lead_after_warmups` of them), and whether the rule fired; for each fault run its harm step, the first alert of the rules without
 `online_collapse`, and that rule's first alert and fall. Tuning split unless asked (the test split is for reporting).
 
     python benchmarks/online_spread.py
@@ -25,6 +26,7 @@ from detection import judge, library_cases  # noqa: E402
 from library import LIBRARY, Case, load_case  # noqa: E402
 
 from jepa_core.config import Config, RulesConfig, apply_overrides  # noqa: E402
+from jepa_core.workbench.doctor import run_facts  # noqa: E402
 
 ONLINE, TARGET = "online/fixed_batch_std_mean", "target/fixed_batch_std_mean"
 
@@ -63,19 +65,24 @@ def main(argv: list[str] | None = None) -> int:
             continue
         key = f"{info['setting']}/{case_dir.name}"
         if info["fault"] is None:
-            healthy.append((min(r for _, r in series), key, *largest_fall(series, rules)))
+            warmup = run_facts(case_dir)["lr_warmup_steps"]
+            fired = any(a.rule == "online_collapse" for a in judge(case_dir, rules).alerts)
+            healthy.append((min(r for _, r in series), key, *largest_fall(series, rules), warmup, fired))
         else:
             before, mine = judge(case_dir, without), judge(case_dir, rules)
             own = min((a.step for a in mine.alerts if a.rule == "online_collapse"), default=None)
             faults.append((key, before.harm_step, before.first, own, largest_fall(series, rules, info["onset"])[0]))
     print(f"online/target spread on the fixed batch, {args.split} split: floor {rules.online_lead_floor:g}, fall "
-          f"{rules.online_lead_fall:g}x within {rules.online_lead_window_steps} steps, from step {rules.warmup_steps}")
-    fires = [h for h in healthy if h[2] >= rules.online_lead_fall]
+          f"{rules.online_lead_fall:g}x within {rules.online_lead_window_steps} steps, from step {rules.warmup_steps} "
+          f"and {rules.online_lead_after_warmups:g} lr warm-ups")
+    fires = [h for h in healthy if h[-1]]
     print(f"healthy runs {len(healthy)}: online_collapse fires on {len(fires)}; largest fall below the floor "
           f"{max((h[2] for h in healthy), default=0):.2f}x")
-    for low, key, fall, step in sorted(healthy, key=lambda h: -h[2])[:8]:
-        at = f"{fall:.2f}x at step {step}" if step is not None else "never below the floor"
-        print(f"  lowest ratio {low:.3f}, largest fall below the floor {at:<24} {key}")
+    for low, key, fall, step, warmup, fired in sorted(healthy, key=lambda h: -h[2])[:8]:
+        at = "never below the floor"
+        if step is not None:
+            at = f"{fall:.2f}x at step {step}" + (f" ({step / warmup:.1f} warm-ups)" if warmup else "")
+        print(f"  lowest ratio {low:.3f}, largest fall below the floor {at:<38} {'fires' if fired else 'silent'}  {key}")
     print(f"fault runs {len(faults)}: harm step, the rules' first alert without online_collapse, its first alert "
           "(largest fall below the floor after the onset)")
     for key, harm_step, first, own, fall in sorted(faults):

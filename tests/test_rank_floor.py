@@ -12,7 +12,7 @@ from jepa_core.alerts.detectors import TrendBreak
 from jepa_core.alerts.engine import RuleEngine, evaluate_rows
 from jepa_core.config import RulesConfig, apply_overrides, preset, save_config
 from jepa_core.metrics.stream import encode_row
-from jepa_core.workbench.doctor import diagnose, format_report, run_feature_dim
+from jepa_core.workbench.doctor import diagnose, format_report, run_facts, run_feature_dim
 
 WIDTH = 96
 TOKEN = "target/token_effective_rank"
@@ -189,3 +189,18 @@ def test_a_trend_whose_first_reading_is_at_step_0_measures_its_span_from_there()
         detector.update(step, -0.001 * step - (0.25 * (i - 2) if i >= 2 else 0.0))
         totals[step] = detector.total
     assert totals[90] == 0.0 and max(totals.values()) > 0
+
+
+def test_the_doctor_gives_online_collapse_the_runs_lr_warm_up(tmp_path) -> None:
+    # The online spread falls to a tenth of the target's at step 120 and stays there: within 2.25 lr warm-ups of the
+    # tiny preset's (80 steps, so judged from 180) the doctor, which reads the warm-up from config.toml, is silent;
+    # without the config the fall is judged, and the report says the wait is off.
+    rows = [{"step": s, "target/fixed_batch_std_mean": 0.6,
+             "online/fixed_batch_std_mean": 0.42 if s < 120 else 0.06} for s in range(0, 401, 20)]
+    run = write_run(tmp_path, rows, embed_dim=WIDTH)
+    assert run_facts(run) == {"feature_dim": WIDTH, "lr_warmup_steps": preset("tiny").optim.warmup_steps}
+    assert diagnose(run).alerts == []
+    (run / "config.toml").unlink()
+    report = diagnose(run)
+    assert [(a.rule, a.step) for a in report.alerts] == [("online_collapse", 120)]
+    assert "online_collapse does not wait out the lr warm-up" in format_report(report)

@@ -343,16 +343,20 @@ class OnlineCollapseRule(RuleBase):
     target's, which the other variance rules read, may still look like a healthy first descent. A healthy online
     encoder also dips below its target early in a run (to a tenth of it at worst in the detection library), but over
     several readings; a collapse drops the ratio several-fold between two (benchmarks/online_spread.py). Streams
-    recorded before the metric existed have no reading: silent there."""
+    recorded before the metric existed have no reading: silent there. Right after a steep lr warm-up a healthy online
+    encoder can drop its spread as fast as a collapse does (round 33's `heads8`), so the rule judges only from
+    `online_lead_after_warmups` warm-ups into the run, where the run's lr warm-up (optim.warmup_steps) is known."""
 
     name = "online_collapse"
     online = "online/fixed_batch_std_mean"
     target = "target/fixed_batch_std_mean"
 
-    def __init__(self, cfg: RulesConfig) -> None:
+    def __init__(self, cfg: RulesConfig, lr_warmup_steps: int | None = None) -> None:
         super().__init__(cfg)
         self.watches = frozenset({self.online, self.target})
         self.recent: list[tuple[int, float]] = []  # (step, online/target) of the settled readings in the window
+        # Readings before this still count as the recent high a fall is measured from.
+        self.judged_from = cfg.online_lead_after_warmups * (lr_warmup_steps or 0)
 
     def update(self, row: dict) -> list[Alert]:
         cfg, step = self.cfg, row["step"]
@@ -363,7 +367,7 @@ class OnlineCollapseRule(RuleBase):
         self.recent = [(s, r) for s, r in self.recent if step - s <= cfg.online_lead_window_steps]
         before = max((r for _, r in self.recent), default=None)
         self.recent.append((step, ratio))
-        fell = (before is not None and ratio < cfg.online_lead_floor
+        fell = (before is not None and step >= self.judged_from and ratio < cfg.online_lead_floor
                 and before >= cfg.online_lead_fall * max(ratio, 1e-12))
         if self.gate.observe(self.online, fell, 1):
             return [self._alert(step, "warning", self.online, online, (

@@ -12,11 +12,14 @@ from jepa_core.config.rules import RulesConfig
 class RuleEngine:
     """Runs every enabled rule over a stream of metric rows and remembers what fired."""
 
-    def __init__(self, cfg: RulesConfig | None = None, feature_dim: int | None = None) -> None:
+    def __init__(self, cfg: RulesConfig | None = None, feature_dim: int | None = None,
+                 lr_warmup_steps: int | None = None) -> None:
         self.cfg = (cfg if cfg is not None else RulesConfig()).validate()
-        # The width of the target's features (model.embed_dim): a fact of the model, not in the stream.
+        # Facts of the run's config, not in the stream: the width of the target's features (model.embed_dim) and
+        # the lr warm-up (optim.warmup_steps).
         self.feature_dim = feature_dim
-        self.rules: list[Rule] = build_rules(self.cfg, feature_dim) if self.cfg.enabled else []
+        self.lr_warmup_steps = lr_warmup_steps
+        self.rules: list[Rule] = build_rules(self.cfg, feature_dim, lr_warmup_steps) if self.cfg.enabled else []
         self.alerts: list[Alert] = []
         self._worst = -1
 
@@ -52,7 +55,7 @@ class RuleEngine:
 
 
 def evaluate_rows(rows: Iterable[dict], cfg: RulesConfig | None = None,
-                  feature_dim: int | None = None) -> list[Alert]:
+                  feature_dim: int | None = None, lr_warmup_steps: int | None = None) -> list[Alert]:
     """Every alert a fresh engine raises over `rows` (e.g. `jepa_core.metrics.stream.iter_rows(path)`);
-    `feature_dim` as for RuleEngine."""
-    return RuleEngine(cfg, feature_dim).run(rows)
+    `feature_dim` and `lr_warmup_steps` as for RuleEngine."""
+    return RuleEngine(cfg, feature_dim, lr_warmup_steps).run(rows)

@@ -267,9 +267,10 @@ class DivergenceRule(RuleBase):
         return alerts
 
 
-def build_rules(cfg: RulesConfig, feature_dim: int | None = None) -> list[Rule]:
+def build_rules(cfg: RulesConfig, feature_dim: int | None = None, lr_warmup_steps: int | None = None) -> list[Rule]:
     """One instance of every §7 rule, configured by `cfg` (fresh state: use one set per stream). `feature_dim` is the
-    width of the target's features (model.embed_dim), which rank_collapse's floor needs (None: the floor is off)."""
+    width of the target's features (model.embed_dim), which rank_collapse's floor needs (None: the floor is off);
+    `lr_warmup_steps` the run's lr warm-up (optim.warmup_steps), which online_collapse waits out (None: it does not)."""
     variance, rank = VarianceCollapseRule(cfg), RankCollapseRule(cfg, feature_dim)
     return [
         ImmediateThresholdRule(cfg, "mask_leak", "mask/overlap_fraction", cfg.mask_leak_max_overlap, (
@@ -284,7 +285,7 @@ def build_rules(cfg: RulesConfig, feature_dim: int | None = None) -> list[Rule]:
         variance,
         rank,
         SteadyCollapseRule(cfg, variance),  # after variance_collapse, whose trend verdicts it reads
-        OnlineCollapseRule(cfg),
+        OnlineCollapseRule(cfg, lr_warmup_steps),
         EmaStalledRule(cfg),
         EmaRunawayRule(cfg),
         FalseComfortRule(cfg, variance, rank),  # after the two it reads, so it sees this row's verdicts

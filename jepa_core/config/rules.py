@@ -172,6 +172,14 @@ class RulesConfig:
     online_lead_floor: float = 0.15
     online_lead_fall: float = 2.25
     online_lead_window_steps: int = 60
+    # ... judged only from online_lead_after_warmups lr warm-ups into the run (optim.warmup_steps, from the run's
+    # config; unknown without it, and then judged from the rules' warm-up). Round 33's never-tuned `heads8` (eight
+    # heads, the lr ramped from 1e-5 to 9e-4 over 60 steps) showed why: its healthy online spread fell 3.1-4.8x to
+    # 0.10-0.18 of the target's within 30 steps of the warm-up's end and climbed back by 240-330, as steep as a
+    # collapse, and warned on 4 of 5 healthy runs at 90-120 (1.5-2 warm-ups). On rounds 32-34 (now tuning data) the
+    # latest healthy fall came at 2 warm-ups, the earliest catch that no later one replaces at 2.5 (heads8's
+    # collapse of 1.02 from 125, at 150; stretch, augment, cosema, thinpred, smalldata: 2.8-4.2); 2.25 between them.
+    online_lead_after_warmups: float = 2.25
     # ema_stalled: ema/relative_param_l2 or ema/fixed_batch_distance at exactly 0 (target copies online), or target
     # statistics exactly frozen while ema/param_l2 or ema/fixed_batch_distance keeps changing (target never updated)
     ema_stalled_warmup_steps: int = 1  # at step 0 the target is a copy of the online encoder by construction

@@ -128,7 +128,7 @@ class Trainer:
         self.compile_warmup = CompileWarmup(cfg.runtime.compile, cfg.optim.steps)
         self.instrumentation = Instrumentation(self.model, cfg.diagnostics, cfg.optim.steps, self.device,
                                                self.dist.world_size)
-        self.rules = RuleEngine(cfg.rules, feature_dim=cfg.model.embed_dim)
+        self.rules = RuleEngine(cfg.rules, feature_dim=cfg.model.embed_dim, lr_warmup_steps=cfg.optim.warmup_steps)
         self.step = 0
         self.critical_alert = False  # acted on by every rank
         self.diverged = False  # the last update was refused: its loss or gradient was non-finite

@@ -30,7 +30,7 @@ from jepa_core.metrics.stream import ARCHIVED_STREAM_NAME, STREAM_NAME, encode_r
 from jepa_core.run import status as run_words
 
 __all__ = ["KEY_METRICS", "DoctorReport", "UnreadableRunError", "diagnose", "format_report", "doctor_main",
-           "resolve_metrics_path", "run_feature_dim", "run_rules"]
+           "resolve_metrics_path", "run_facts", "run_feature_dim", "run_rules"]
 
 # The early-warning signals a reader wants to see moving (or not) at a glance, in display order: the registry's.
 KEY_METRICS: tuple[str, ...] = registry.shown_in("doctor")
@@ -164,12 +164,13 @@ def diagnose(run_path: str | Path, cfg: RulesConfig | None = None, own_rules: bo
     (own_rules) no readable config.toml.
     """
     path = resolve_metrics_path(run_path)
-    feature_dim = run_feature_dim(path.parent)
+    facts = run_facts(path.parent)
+    feature_dim = facts["feature_dim"]
     if own_rules:
         cfg = run_rules(path.parent)
     try:
         table = read_metrics(path)
-        engine = RuleEngine(cfg, feature_dim)
+        engine = RuleEngine(cfg, **facts)
         fresh = engine.run(row for row in iter_rows(path) if "event" not in row)
     except OSError as exc:
         raise UnreadableRunError(f"{path}: cannot read: {exc.strerror or exc}") from exc
@@ -201,13 +202,20 @@ def run_rules(run_dir: Path) -> RulesConfig:
         raise UnreadableRunError(f"{config}: the run's own rules do not load: {exc}") from exc
 
 
-def run_feature_dim(run_dir: Path) -> int | None:
-    """The width of the target's features (model.embed_dim) from the run's config.toml, which rank_collapse's floor
-    needs and the stream does not carry; None without a readable config (the verdict then rests on the stream)."""
+def run_facts(run_dir: Path) -> dict[str, int | None]:
+    """What the rules need from the run's config.toml and the stream does not carry, as RuleEngine's keywords: the
+    width of the target's features (model.embed_dim; rank_collapse's floor) and the lr warm-up (optim.warmup_steps;
+    online_collapse waits it out). Both None without a readable config (the verdict then rests on the stream)."""
     try:
-        return load_config(run_dir / "config.toml").model.embed_dim
+        cfg = load_config(run_dir / "config.toml")
     except (OSError, ValueError, ConfigError):
-        return None
+        return {"feature_dim": None, "lr_warmup_steps": None}
+    return {"feature_dim": cfg.model.embed_dim, "lr_warmup_steps": cfg.optim.warmup_steps}
+
+
+def run_feature_dim(run_dir: Path) -> int | None:
+    """The width of the target's features (model.embed_dim) from the run's config.toml; None without one."""
+    return run_facts(run_dir)["feature_dim"]
 
 
 def _run_status(metrics: Path, stream_last: int | None) -> tuple[str, int | None]:
@@ -255,7 +263,8 @@ def format_report(report: DoctorReport) -> str:
     last = "?" if report.last_step is None else report.last_step
     lines = [f"jepa doctor: {terminal_safe(report.run)}", f"verdict: {report.verdict.upper()}{note}",
              f"run status: {report.status}, last step {last}"
-             + ("" if report.feature_dim else "; no readable config.toml beside the stream: the rank floor is off"),
+             + ("" if report.feature_dim else "; no readable config.toml beside the stream: the rank floor is off "
+                "and online_collapse does not wait out the lr warm-up"),
              "judged with " + ("the run's own [rules] (config.toml)" if report.rules == "run" else
                                "today's rules (the run's own: --rules run)"),
              f"steps {steps.get('first')}..{steps.get('last')} ({steps.get('rows')} metric rows, "
