@@ -187,7 +187,9 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 # 35. the never-tuned `steepwarm` setting (all seeds: eight heads, the lr ramped from 1e-6 to 1e-3 over 40 steps, two
 #    targets of 15-20%, batch 80), seeds 69-70 of heads8 (healthy and a grid) and of hotlr, quick and latewarm
 #    (healthy only), defined and set training before round 33's healthy warnings were studied, recorded on the
-#    rules of 40d9d93c and read once after online_collapse's warm-up wait was frozen.
+#    rules of 40d9d93c and read once after online_collapse's warm-up wait was frozen (38864c2a): every target met
+#    (28/28 caught, 22/22 not blunt before both baselines, no critical alert, 1 warning in 13 healthy runs: heads8
+#    seed 70, a variance trend); online_collapse caught steepwarm's collapses from 110 at 132, first of all rules.
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
