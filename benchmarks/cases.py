@@ -210,7 +210,8 @@ ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny",
                        28: ("thinpred",), 29: ("augment", "flatlr"),
                        30: ("bigtargets", "thinpred"),
                        31: ("cosema", "augment"),
-                       32: ("nodecay", "thinpred"), 33: ("augment", "cosema"), 35: ("heads8",)}  # ... each grid cell once
+                       32: ("nodecay", "thinpred"), 33: ("augment", "cosema"),
+                       35: ("heads8",)}  # ... each grid cell once
 ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           6: ("quick", "calib"), 7: ("quick", "calib"),
                           8: ("quick", "momentum"), 10: ("quick", "holdout"),

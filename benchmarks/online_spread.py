@@ -7,8 +7,9 @@ other variance rule reads, may still look like a healthy first descent. Healthy 
 target early in a run too, but over several readings. For each healthy run this prints its lowest ratio and the
 largest fall (the highest ratio of the last `rules.online_lead_window_steps` steps over the current one) at any
 reading below `rules.online_lead_floor`, with its step in lr warm-ups (the rule judges from
-`rules.online_lead_after_warmups` of them), and whether the rule fired; for each fault run its harm step, the first alert of the rules without
-`online_collapse`, and that rule's first alert and fall. Tuning split unless asked (the test split is for reporting).
+`rules.online_lead_after_warmups` of them), and whether the rule fired; for each fault run its harm step, the first
+alert of the rules without `online_collapse`, and that rule's first alert and fall. Tuning split unless asked (the
+test split is for reporting).
 
     python benchmarks/online_spread.py
     python benchmarks/online_spread.py --set rules.online_lead_floor=0.2    # judged at another threshold
@@ -82,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         at = "never below the floor"
         if step is not None:
             at = f"{fall:.2f}x at step {step}" + (f" ({step / warmup:.1f} warm-ups)" if warmup else "")
-        print(f"  lowest ratio {low:.3f}, largest fall below the floor {at:<38} {'fires' if fired else 'silent'}  {key}")
+        verdict = "fires" if fired else "silent"
+        print(f"  lowest ratio {low:.3f}, largest fall below the floor {at:<38} {verdict}  {key}")
     print(f"fault runs {len(faults)}: harm step, the rules' first alert without online_collapse, its first alert "
           "(largest fall below the floor after the onset)")
     for key, harm_step, first, own, fall in sorted(faults):

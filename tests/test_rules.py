@@ -872,8 +872,8 @@ def test_online_collapse_waits_for_warm_up_and_is_silent_on_streams_without_the_
 
 def test_online_collapse_waits_out_the_runs_lr_warm_up() -> None:
     # A healthy online encoder that drops to a tenth of its target 20 steps after a steep lr warm-up of 60 steps
-    # (round 33's `heads8`) and climbs back 80 steps later: a collapse's fall to the rule, unless it knows the warm-up. The same
-    # fall from step 150, past 2.25 warm-ups (135), is judged.
+    # (round 33's `heads8`) and climbs back 80 steps later: a collapse's fall to the rule, unless it knows the
+    # warm-up. The same fall from step 150, past 2.25 warm-ups (135), is judged.
     def shaken_at(start: int) -> Mutator:
         def shaken(step: int, row: dict) -> None:
             if "online/fixed_batch_std_mean" in row and start <= step < start + 80:
