@@ -18,7 +18,6 @@ class RuleEngine:
         # Facts of the run's config, not in the stream: the width of the target's features (model.embed_dim) and
         # the lr warm-up (optim.warmup_steps).
         self.feature_dim = feature_dim
-        self.lr_warmup_steps = lr_warmup_steps
         self.rules: list[Rule] = build_rules(self.cfg, feature_dim, lr_warmup_steps) if self.cfg.enabled else []
         self.alerts: list[Alert] = []
         self._worst = -1
