@@ -114,4 +114,17 @@ RECENT_SETTINGS = (
             "11/44, 440 steps (never tuned on)", round=35,
             magnitudes=(("collapse", (0.36, 1.15, 3.3)), ("lr_blowup", (5.8, 16.5, 420.0, 1e6)),
                         ("mask_leak", (0.03,)))),
+    # Never tuned on: a user who takes a fast target (the EMA momentum from 0.98, faster than any tuned setting's)
+    # with I-JEPA's large context block (85-100% of the image) and elongated targets (aspect 0.75-1.5), a batch of
+    # 56 at lr 5.5e-4 after a warm-up of 45, weight decay to 0.1, readings every 13 steps (a cadence no setting had),
+    # the fixed batch every 26, 416 steps. Defined and set training before the re-recorded first-descent cells of
+    # thinpred, augment and smalldata were read.
+    Setting("fastema", ("ema.start=0.98", "masks.context_scale=[0.85, 1.0]", "masks.target_aspect=[0.75, 1.5]",
+                        "optim.batch_size=56", "optim.lr=5.5e-4", "optim.warmup_steps=45",
+                        "optim.final_weight_decay=0.1", "optim.steps=416", *cadences(13, 26, 52, 52, 104)),
+            416, (104, 208, 312), 104, "tiny with the EMA momentum from 0.98, a context block of 85-100%, targets of "
+            "aspect 0.75-1.5, batch 56, lr 5.5e-4 after a warm-up of 45, weight decay to 0.1, the fixed batch every "
+            "26 steps, cadences 13/52, 416 steps (never tuned on)", round=36,
+            magnitudes=(("collapse", (0.39, 1.12, 3.4)), ("lr_blowup", (5.3, 17.5, 430.0, 1e6)),
+                        ("mask_leak", (0.055,)))),
 )
