@@ -498,14 +498,12 @@ def test_recorded_case_is_what_the_library_would_train_now(case_dir):
 # (benchmarks/descent_lookalikes.py). Its fourth miss, `flatlr`'s collapse from 130, the steep fall now catches.
 # Rounds 29-31 (tuning data since online_collapse) brought four: two `augment` collapses from 100 and one `thinpred`
 # collapse from 110 of that class, and `cosema`'s lr x5 from 110, which scrambled the representation (a probe fall,
-# no rule spoke). online_collapse reads a metric those rounds did not record: on the study round (34), which did,
-# it catches the same cells of `augment` and `thinpred` 68-88 steps before their harm.
-KNOWN_TUNING_MISSES: list[str] = ["augment/collapse_0.34_at100_s57 missed", "augment/collapse_0.34_at100_s61 missed",
-                                  "cosema/lr_blowup_5_at110_s3 missed",
-                                  "thinpred/collapse_0.45_at110_s0 missed", "thinpred/collapse_0.45_at110_s55 missed",
-                                  "thinpred/collapse_0.45_at110_s59 missed", "thinpred/collapse_1.4_at110_s1 missed",
+# no rule spoke). online_collapse reads a metric those rounds did not record. The seven first-descent collapses of
+# rounds 12-31 were then re-recorded with it, with their healthy runs and every run branched from them:
+# online_collapse catches each 75-100 steps before its harm, and they are off this list
+# (test_first_descent_collapses_recorded_before_the_online_spread_are_caught_once_it_is_recorded).
+KNOWN_TUNING_MISSES: list[str] = ["cosema/lr_blowup_5_at110_s3 missed",
                                   "smallctx/lr_blowup_35_at140_s4 not before loss",
-                                  "smalldata/collapse_0.6_at125_s23 not before eval",
                                   "manytargets/lr_blowup_30_at200_s1 critical false alarm",
                                   "smallctx/lr_blowup_8_at140_s48 critical false alarm",
                                   "quick/healthy_s37 labelled harmful", "shallow/healthy_s1 labelled harmful",
@@ -753,6 +751,25 @@ def test_the_online_spread_catches_collapses_inside_the_first_descent_that_no_ot
                json.loads((d / "case.json").read_text())["round"] == 34]
     assert len(healthy) == 17
     assert not [a for d in healthy for a in DETECTION.judge(d).alerts if a.rule == "online_collapse"]
+
+
+def test_first_descent_collapses_recorded_before_the_online_spread_are_caught_once_it_is_recorded():
+    # The tuning split's seven first-descent misses (rounds 12-31), re-recorded with the online encoder's fixed-batch
+    # spread: online_collapse is the first alert on each, 75-100 steps before its harm; without it only smalldata's
+    # is caught, at the evaluation baseline's step.
+    off = RulesConfig(online_lead_floor=0.0)
+    for name, caught, harm_step in (("augment/collapse_0.34_at100_s57", 125, 200),
+                                    ("augment/collapse_0.34_at100_s61", 125, 200),
+                                    ("thinpred/collapse_0.45_at110_s0", 132, 220),
+                                    ("thinpred/collapse_0.45_at110_s55", 132, 220),
+                                    ("thinpred/collapse_0.45_at110_s59", 132, 220),
+                                    ("thinpred/collapse_1.4_at110_s1", 132, 220),
+                                    ("smalldata/collapse_0.6_at125_s23", 140, 240)):
+        case = LIBRARY.LIBRARY / name
+        judged = DETECTION.judge(case)
+        assert (judged.alerts[0].rule, judged.alerts[0].step, judged.harm_step) == ("online_collapse", caught, harm_step)
+        blind = DETECTION.judge(case, off).first
+        assert blind is None or blind >= judged.eval_step, name
 
 
 def test_online_collapse_waits_out_the_lr_warm_up_where_a_healthy_online_spread_falls_like_a_collapse():
