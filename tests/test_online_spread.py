@@ -34,7 +34,7 @@ def test_on_the_tuning_split_no_healthy_run_fires_and_the_collapses_do(capsys):
     spread = load_benchmark("online_spread")
     assert spread.main([]) == 0
     out = capsys.readouterr().out
-    assert "healthy runs 43: online_collapse fires on 0; largest fall below the floor 4.82x" in out
+    assert "healthy runs 50: online_collapse fires on 0; largest fall below the floor 4.82x" in out
     heads8 = [ln for ln in out.splitlines() if "heads8/healthy" in ln]
     assert len(heads8) == 4 and all("(2.0 warm-ups)" in ln and " silent " in ln for ln in heads8)
     study = next(ln for ln in out.splitlines() if ln.endswith("shallow/healthy_s67"))
