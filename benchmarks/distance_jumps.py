@@ -18,13 +18,22 @@ reads it for a jump. Read-only.
     python benchmarks/distance_jumps.py
     python benchmarks/distance_jumps.py --ratios 2 3 4
     python benchmarks/distance_jumps.py --cases flatlr/lr_blowup_9.5_at390_s2   # ... and when each signal jumped
+    python benchmarks/distance_jumps.py --per-lr   # each jump over what the run's lr schedule alone explains
+
+With --per-lr each ratio is divided by the ratio of the lr summed over the run's updates up to the two readings (the
+schedule of its config.toml, without any fault): while the lr ramps up linearly the distance grows about as that sum,
+the square of the step, so two readings 32 and 64 steps into a warm-up differ fourfold in a healthy run (round 37's
+`slowlr`: every healthy run warned `ema_runaway` at 64). A study for a change to the rule, which reads only the raw
+ratio today; its figures on rounds 35-37 make them tuning data for any rule chosen with it.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
+import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,56 +42,72 @@ from ground_truth import readings  # noqa: E402
 from library import LIBRARY, load_case  # noqa: E402
 
 from jepa_core.config.rules import RulesConfig  # noqa: E402
+from jepa_core.method.schedules import warmup_cosine  # noqa: E402
 
 SIGNALS = ("ema/fixed_batch_distance", "ema/relative_param_l2", "health/update_ratio")
 
 
-def jumps(rows: list[dict], key: str, after: int) -> list[tuple[int, float]]:
+def lr_sums(optim: dict) -> list[float]:
+    """The lr summed over the updates a row at each step follows: [0] = nothing yet, [s] = updates 0..s-1 (the run's
+    schedule from its config's [optim] section, faults left out)."""
+    total = optim["steps"]
+    lrs = (warmup_cosine(i, total, optim["warmup_steps"], optim["lr"], optim["final_lr"], optim["start_lr"])
+           for i in range(total))
+    return [0.0, *itertools.accumulate(lrs)]
+
+
+def jumps(rows: list[dict], key: str, after: int, lr_sum: list[float] | None = None) -> list[tuple[int, float]]:
     """(step, ratio to the previous reading) of every finite reading of `key` past `after` whose previous finite
-    reading is positive (a copy's distance of 0 at step 0 is no reference)."""
+    reading is positive (a copy's distance of 0 at step 0 is no reference); with `lr_sum` (lr_sums), each ratio over
+    the ratio of the lr summed up to the two readings."""
     out, last = [], None
     for step, value in sorted(readings(rows, key).items()):
         if not math.isfinite(value):
             continue
-        if last is not None and step > after and last > 0:
-            out.append((step, value / last))
-        last = value
+        if last is not None and step > after and last[1] > 0:
+            ratio = value / last[1]
+            if lr_sum is not None and lr_sum[min(last[0], len(lr_sum) - 1)] > 0:
+                ratio /= lr_sum[min(step, len(lr_sum) - 1)] / lr_sum[min(last[0], len(lr_sum) - 1)]
+            out.append((step, ratio))
+        last = (step, value)
     return out
 
 
-def first_jump(rows: list[dict], key: str, ratio: float, after: int) -> int | None:
+def first_jump(rows: list[dict], key: str, ratio: float, after: int, lr_sum: list[float] | None = None) -> int | None:
     """The first step past `after` whose reading of `key` is `ratio` times the previous reading or more."""
-    return next((step for step, r in jumps(rows, key, after) if r >= ratio), None)
+    return next((step for step, r in jumps(rows, key, after, lr_sum) if r >= ratio), None)
 
 
-def largest_jump(rows: list[dict], key: str, after: int) -> float:
+def largest_jump(rows: list[dict], key: str, after: int, lr_sum: list[float] | None = None) -> float:
     """The largest ratio of a reading of `key` to the previous one past `after` (0 without two readings)."""
-    return max((r for _, r in jumps(rows, key, after)), default=0.0)
+    return max((r for _, r in jumps(rows, key, after, lr_sum)), default=0.0)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ratios", type=float, nargs="+", default=[2.0, 2.5, 3.0])
     parser.add_argument("--cases", nargs="*", default=[], help="setting/name: print each signal's first jump")
+    parser.add_argument("--per-lr", action="store_true", help="divide each jump by the lr schedule's own growth")
     args = parser.parse_args(argv)
     warmup = RulesConfig().warmup_steps
-    runs = []  # (split, key, harmful lr blow-up or healthy, onset or warm-up, harm step, rows)
+    runs = []  # (split, key, harmful lr blow-up or healthy, onset or warm-up, harm step, rows, lr sums or None)
     for case_dir in library_cases():
         j = judge(case_dir)
         if j.fault is None or (j.fault == "lr_blowup" and j.harmful):
             after = warmup - 1 if j.onset is None else j.onset  # the rule judges from the warm-up's step on
-            runs.append((j.split, j.key, j.fault is None, after, j.harm_step, load_case(case_dir)[1]))
+            sums = lr_sums(tomllib.loads((case_dir / "config.toml").read_text())["optim"]) if args.per_lr else None
+            runs.append((j.split, j.key, j.fault is None, after, j.harm_step, load_case(case_dir)[1], sums))
     for split in ("tune", "test"):
         healthy = [r for r in runs if r[0] == split and r[2]]
         blowups = [r for r in runs if r[0] == split and not r[2]]
         print(f"{split} split: {len(healthy)} healthy runs, {len(blowups)} harmful lr blow-ups; "
               "a reading at least RATIO x the previous one (healthy: after the rules' warm-up; blow-ups: after the onset)")
         for key in SIGNALS:
-            top = max(((largest_jump(r[5], key, r[3]), r[1]) for r in healthy), default=(0.0, "-"))
+            top = max(((largest_jump(r[5], key, r[3], r[6]), r[1]) for r in healthy), default=(0.0, "-"))
             print(f"  {key:26s} largest healthy jump {top[0]:.2f}x ({top[1]})")
             for ratio in args.ratios:
-                warned = [r[1] for r in healthy if first_jump(r[5], key, ratio, r[3]) is not None]
-                steps = [(first_jump(r[5], key, ratio, r[3]), r[4]) for r in blowups]
+                warned = [r[1] for r in healthy if first_jump(r[5], key, ratio, r[3], r[6]) is not None]
+                steps = [(first_jump(r[5], key, ratio, r[3], r[6]), r[4]) for r in blowups]
                 caught = [(s, h) for s, h in steps if s is not None]
                 early = sum(h is None or s <= h for s, h in caught)
                 print(f"  {key:26s} {ratio:g}x: healthy {len(warned)}/{len(healthy)}"

@@ -769,7 +769,8 @@ def test_first_descent_collapses_recorded_before_the_online_spread_are_caught_on
                                     ("smalldata/collapse_0.6_at125_s23", 140, 240)):
         case = LIBRARY.LIBRARY / name
         judged = DETECTION.judge(case)
-        assert (judged.alerts[0].rule, judged.alerts[0].step, judged.harm_step) == ("online_collapse", caught, harm_step)
+        first = judged.alerts[0]
+        assert (first.rule, first.step, judged.harm_step) == ("online_collapse", caught, harm_step)
         blind = DETECTION.judge(case, off).first
         assert blind is None or blind >= judged.eval_step, name
 

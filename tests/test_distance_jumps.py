@@ -26,3 +26,18 @@ def test_the_largest_jump_is_the_largest_ratio_to_the_previous_reading():
     assert jumps.largest_jump(rows, KEY, 0) == 2.5
     assert abs(jumps.largest_jump(rows, KEY, 100) - 1.2) < 1e-12  # only 150 is past 100
     assert jumps.largest_jump(rows[:1], KEY, 0) == 0.0
+
+
+def test_per_lr_a_distance_that_grows_with_the_summed_lr_does_not_jump():
+    # A linear warm-up from near 0: the lr summed to step s grows about as s squared, so a distance that follows it
+    # reads 4x between steps 32 and 64 (round 37's healthy `slowlr`), and 1x once the schedule's growth is divided out.
+    jumps = load_benchmark("distance_jumps")
+    optim = {"steps": 640, "warmup_steps": 100, "lr": 2.5e-4, "final_lr": 1e-5, "start_lr": 1e-9}
+    sums = jumps.lr_sums(optim)
+    assert len(sums) == 641 and sums[0] == 0.0 and sums[1] == 1e-9
+    rows = [{"step": s, KEY: 1000 * sums[s]} for s in (32, 64, 96)]
+    assert jumps.largest_jump(rows, KEY, 0) > 3.5  # what ema_runaway reads today
+    assert abs(jumps.largest_jump(rows, KEY, 0, sums) - 1.0) < 1e-9
+    # A blow-up on top of the schedule still jumps: the distance 3x what the schedule explains at 96.
+    rows[2][KEY] *= 3
+    assert abs(jumps.largest_jump(rows, KEY, 0, sums) - 3.0) < 1e-9
