@@ -194,11 +194,16 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    aspect 0.75-1.5, readings every 13 steps), seeds 71-72 of steepwarm and thinpred (healthy and a grid: thinpred's
 #    first-descent collapses, the tuning split's misses, now with the online spread logged) and of heads8 and shallow
 #    (healthy only: the settings whose healthy runs shook or descend deepest), defined and set training on the rules
-#    of 71c10261 (unchanged since round 35 was read) before any re-recorded tuning case was read.
+#    of 71c10261 (unchanged since round 35 was read) before any re-recorded tuning case was read. Read once: 40/40
+#    caught, 32/33 not blunt before both baselines, no critical alert, no healthy warning; one target missed, a
+#    copied target tied with the evaluation at the first reading that could show it (steepwarm seed 72, 132).
 # 37. the never-tuned `slowlr` setting (all seeds: the lr at 2.5e-4 after a warm-up of 100, four targets, cadences
 #    16/64), seeds 73-74 of tiny (the preset as a user runs it, full length) and cosema (healthy and a grid: cosema's
 #    lr x5 is a tuning miss) and of calib and smallctx (healthy only), defined and set training on the rules of
-#    71c10261 before round 36 was read.
+#    71c10261 before round 36 was read. Read once: 38/39 caught, 30/32 not blunt before both baselines, no critical
+#    alert; missed: cosema's lr x5 from 110 (seed 74, no alert), a copied target tied with the evaluation (slowlr
+#    seed 4, 192), and 6 warnings on 13 healthy runs (every slowlr run: ema_runaway's feature-distance jump at 64,
+#    inside the lr warm-up; calib seed 74: online_collapse at 2.4 lr warm-ups).
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
