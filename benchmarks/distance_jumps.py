@@ -20,7 +20,7 @@ reads it for a jump. Read-only.
     python benchmarks/distance_jumps.py --cases flatlr/lr_blowup_9.5_at390_s2   # ... and when each signal jumped
     python benchmarks/distance_jumps.py --per-lr   # each jump over what the run's lr schedule alone explains
 
-With --per-lr each ratio is divided by the ratio of the lr summed over the run's updates up to the two readings (the
+With --per-lr each distance's ratio is divided by the ratio of the lr summed over the run's updates up to the two readings (the
 schedule of its config.toml, without any fault): while the lr ramps up linearly the distance grows about as that sum,
 the square of the step, so two readings 32 and 64 steps into a warm-up differ fourfold in a healthy run (round 37's
 `slowlr`: every healthy run warned `ema_runaway` at 64). A study for a change to the rule, which reads only the raw
@@ -45,6 +45,7 @@ from jepa_core.config.rules import RulesConfig  # noqa: E402
 from jepa_core.method.schedules import warmup_cosine  # noqa: E402
 
 SIGNALS = ("ema/fixed_batch_distance", "ema/relative_param_l2", "health/update_ratio")
+DISTANCES = SIGNALS[:2]  # what --per-lr divides: they add up the updates; the update ratio is one step's
 
 
 def lr_sums(optim: dict) -> list[float]:
@@ -66,8 +67,9 @@ def jumps(rows: list[dict], key: str, after: int, lr_sum: list[float] | None = N
             continue
         if last is not None and step > after and last[1] > 0:
             ratio = value / last[1]
-            if lr_sum is not None and lr_sum[min(last[0], len(lr_sum) - 1)] > 0:
-                ratio /= lr_sum[min(step, len(lr_sum) - 1)] / lr_sum[min(last[0], len(lr_sum) - 1)]
+            if lr_sum is not None:
+                before, now = (lr_sum[min(s, len(lr_sum) - 1)] for s in (last[0], step))
+                ratio = ratio * before / now if before > 0 else ratio
             out.append((step, ratio))
         last = (step, value)
     return out
@@ -103,11 +105,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{split} split: {len(healthy)} healthy runs, {len(blowups)} harmful lr blow-ups; "
               "a reading at least RATIO x the previous one (healthy: after the rules' warm-up; blow-ups: after the onset)")
         for key in SIGNALS:
-            top = max(((largest_jump(r[5], key, r[3], r[6]), r[1]) for r in healthy), default=(0.0, "-"))
+            def sums(run: tuple) -> list[float] | None:
+                return run[6] if key in DISTANCES else None
+            top = max(((largest_jump(r[5], key, r[3], sums(r)), r[1]) for r in healthy), default=(0.0, "-"))
             print(f"  {key:26s} largest healthy jump {top[0]:.2f}x ({top[1]})")
             for ratio in args.ratios:
-                warned = [r[1] for r in healthy if first_jump(r[5], key, ratio, r[3], r[6]) is not None]
-                steps = [(first_jump(r[5], key, ratio, r[3], r[6]), r[4]) for r in blowups]
+                warned = [r[1] for r in healthy if first_jump(r[5], key, ratio, r[3], sums(r)) is not None]
+                steps = [(first_jump(r[5], key, ratio, r[3], sums(r)), r[4]) for r in blowups]
                 caught = [(s, h) for s, h in steps if s is not None]
                 early = sum(h is None or s <= h for s, h in caught)
                 print(f"  {key:26s} {ratio:g}x: healthy {len(warned)}/{len(healthy)}"
