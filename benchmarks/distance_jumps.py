@@ -20,9 +20,9 @@ reads it for a jump. Read-only.
     python benchmarks/distance_jumps.py --cases flatlr/lr_blowup_9.5_at390_s2   # ... and when each signal jumped
     python benchmarks/distance_jumps.py --per-lr   # each jump over what the run's lr schedule alone explains
 
-With --per-lr each distance's ratio is divided by the ratio of the lr summed over the run's updates up to the two readings (the
-schedule of its config.toml, without any fault): while the lr ramps up linearly the distance grows about as that sum,
-the square of the step, so two readings 32 and 64 steps into a warm-up differ fourfold in a healthy run (round 37's
+With --per-lr each distance's ratio is divided by the ratio of the lr summed over the run's updates up to the two
+readings (the schedule of its config.toml, without any fault; the update ratio, one step's, stays as it is): while
+the lr ramps up linearly the distance grows about as that sum, the square of the step, so two readings 32 and 64 steps into a warm-up differ fourfold in a healthy run (round 37's
 `slowlr`: every healthy run warned `ema_runaway` at 64). A study for a change to the rule, which reads only the raw
 ratio today; its figures on rounds 35-37 make them tuning data for any rule chosen with it.
 """
