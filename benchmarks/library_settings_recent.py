@@ -138,4 +138,17 @@ RECENT_SETTINGS = (
             round=37,
             magnitudes=(("collapse", (0.32, 1.0, 3.2)), ("lr_blowup", (6.0, 24.0, 900.0, 1e6)),
                         ("mask_leak", (0.045,)))),
+    # Never tuned on: a user who deepens the encoder by one block (five, where every tuned setting has 2-4 or 6) and
+    # ramps the lr from 1e-6 to 6e-4 over 150 steps (a quarter of the run: longer and from lower than any tuned
+    # setting's), decaying to 2e-5, with three targets of 12-18%, the EMA momentum from 0.997, readings every 15
+    # steps, the fixed batch every 30, covariance, parameter distance, weights health and evaluation every 60, 600
+    # steps. Defined and set training on the rules of b6297d8c before any rule was changed on rounds 35-37.
+    Setting("longramp", ("model.depth=5", "optim.lr=6e-4", "optim.start_lr=1e-6", "optim.final_lr=2e-5",
+                         "optim.warmup_steps=150", "masks.num_targets=3", "masks.target_scale=[0.12, 0.18]",
+                         "ema.start=0.997", "optim.steps=600", *cadences(15, 30, 60, 60, 150)),
+            600, (150, 300, 450), 150, "tiny with five blocks, the lr ramped from 1e-6 to 6e-4 over 150 steps and "
+            "decaying to 2e-5, three targets of 12-18%, the EMA momentum from 0.997, the fixed batch every 30 steps, "
+            "cadences 15/60, 600 steps (never tuned on)", round=38,
+            magnitudes=(("collapse", (0.35, 1.1, 3.3)), ("lr_blowup", (5.0, 16.0, 500.0, 1e6)),
+                        ("mask_leak", (0.04,)))),
 )
