@@ -30,7 +30,6 @@ ratio today; its figures on rounds 35-37 make them tuning data for any rule chos
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import sys
 import tomllib
@@ -42,7 +41,7 @@ from ground_truth import readings  # noqa: E402
 from library import LIBRARY, load_case  # noqa: E402
 
 from jepa_core.config.rules import RulesConfig  # noqa: E402
-from jepa_core.method.schedules import warmup_cosine  # noqa: E402
+from jepa_core.method.schedules import LrSchedule  # noqa: E402
 
 SIGNALS = ("ema/fixed_batch_distance", "ema/relative_param_l2", "health/update_ratio")
 DISTANCES = SIGNALS[:2]  # what --per-lr divides: they add up the updates; the update ratio is one step's
@@ -50,11 +49,9 @@ DISTANCES = SIGNALS[:2]  # what --per-lr divides: they add up the updates; the u
 
 def lr_sums(optim: dict) -> list[float]:
     """The lr summed over the updates a row at each step follows: [0] = nothing yet, [s] = updates 0..s-1 (the run's
-    schedule from its config's [optim] section, faults left out)."""
-    total = optim["steps"]
-    lrs = (warmup_cosine(i, total, optim["warmup_steps"], optim["lr"], optim["final_lr"], optim["start_lr"])
-           for i in range(total))
-    return [0.0, *itertools.accumulate(lrs)]
+    schedule from its config's [optim] section, faults left out; LrSchedule.summed, as ema_runaway reads it)."""
+    schedule = LrSchedule(optim["lr"], optim["start_lr"], optim["final_lr"], optim["warmup_steps"], optim["steps"])
+    return [schedule.summed(s) for s in range(optim["steps"] + 1)]
 
 
 def jumps(rows: list[dict], key: str, after: int, lr_sum: list[float] | None = None) -> list[tuple[int, float]]:

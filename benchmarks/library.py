@@ -135,6 +135,20 @@ def record(case: Case, run_dir: Path) -> Path:
     return dest
 
 
+def resplit(root: Path | None = None) -> list[str]:
+    """Rewrite the split and round of each recorded case.json that cases.py now places elsewhere (after a rule change
+    moves FIRST_TEST_ROUND); the streams are untouched. The keys of the cases rewritten."""
+    changed = []
+    for path in sorted((root or LIBRARY).glob("*/*/case.json")):
+        info = json.loads(path.read_text())
+        case = Case(info["setting"], info["seed"])
+        if (info.get("split"), info.get("round")) != (case.split, case.round):
+            info.update(split=case.split, round=case.round)
+            path.write_text(json.dumps(info, indent=1) + "\n")
+            changed.append(f"{info['setting']}/{path.parent.name}")
+    return changed
+
+
 def load_case(case_dir: Path) -> tuple[dict, list[dict]]:
     """(case.json, metric rows) of one recorded case."""
     from jepa_core.metrics.stream import iter_rows  # noqa: PLC0415
@@ -326,11 +340,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--train", action="store_true", help="train the cases not yet recorded")
     p.add_argument("--list", action="store_true", help="print every case and whether it is recorded")
+    p.add_argument("--resplit", action="store_true", help="rewrite the recorded cases' split and round from cases.py")
     p.add_argument("--jobs", type=int, default=2, help="training processes at once, one thread each (default 2)")
     p.add_argument("--only", nargs="*", metavar="PATTERN", help="cases whose setting/name matches, e.g. 'calib/*'")
     args = p.parse_args(argv)
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
+    if args.resplit:
+        changed = resplit()
+        print(f"{len(changed)} recorded cases moved: " + (", ".join(changed[:5]) + (" ..." if len(changed) > 5 else "")))
+        return 0
     cases = select(args.only)
     if args.list or not args.train:
         for case in cases:

@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         key = f"{info['setting']}/{case_dir.name}"
         if info["fault"] is None:
-            warmup = run_facts(case_dir)["lr_warmup_steps"]
+            schedule = run_facts(case_dir)["lr_schedule"]
+            warmup = schedule.warmup_steps if schedule is not None else None
             fired = any(a.rule == "online_collapse" for a in judge(case_dir, rules).alerts)
             healthy.append((min(r for _, r in series), key, *largest_fall(series, rules), warmup, fired))
         else:

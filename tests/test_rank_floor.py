@@ -11,6 +11,7 @@ import pytest
 from jepa_core.alerts.detectors import TrendBreak
 from jepa_core.alerts.engine import RuleEngine, evaluate_rows
 from jepa_core.config import RulesConfig, apply_overrides, preset, save_config
+from jepa_core.method.schedules import LrSchedule
 from jepa_core.metrics.stream import encode_row
 from jepa_core.workbench.doctor import diagnose, format_report, run_facts, run_feature_dim
 
@@ -198,7 +199,8 @@ def test_the_doctor_gives_online_collapse_the_runs_lr_warm_up(tmp_path) -> None:
     rows = [{"step": s, "target/fixed_batch_std_mean": 0.6,
              "online/fixed_batch_std_mean": 0.42 if s < 120 else 0.06} for s in range(0, 401, 20)]
     run = write_run(tmp_path, rows, embed_dim=WIDTH)
-    assert run_facts(run) == {"feature_dim": WIDTH, "lr_warmup_steps": preset("tiny").optim.warmup_steps}
+    assert run_facts(run) == {"feature_dim": WIDTH, "lr_schedule": LrSchedule.of(preset("tiny").optim)}
+    assert run_facts(run)["lr_schedule"].warmup_steps == 80
     assert diagnose(run).alerts == []
     (run / "config.toml").unlink()
     report = diagnose(run)

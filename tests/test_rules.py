@@ -14,6 +14,7 @@ from jepa_core.alerts.base import Alert, Rule
 from jepa_core.alerts.collapse import FirstDescentGate
 from jepa_core.alerts.engine import RuleEngine, build_rules, evaluate_rows
 from jepa_core.config import RulesConfig
+from jepa_core.method.schedules import LrSchedule
 
 STEPS = 300
 BASIC, REPR, COV, DIST = 5, 5, 10, 10  # tiny preset cadences
@@ -681,6 +682,33 @@ def test_ema_stalled_when_target_copies_online() -> None:
     assert "momentum" in alert.message
 
 
+def test_ema_stalled_warns_at_the_first_reading_of_a_momentum_that_copies_online() -> None:
+    # A schedule or config that sets the EMA momentum to 0 from step 155: logged with every basic reading (here every
+    # 5 steps), it shows at 155, before the next parameter distance (160), which then reads 0 (the critical alert).
+    def copies_from(onset: int) -> Mutator:
+        def copy(step: int, row: dict) -> None:
+            if step >= onset and "ema_tau" in row:
+                row["ema_tau"] = 0.0
+            if step >= onset and "ema/relative_param_l2" in row:
+                row["ema/relative_param_l2"] = row["ema/param_l2"] = 0.0
+        return copy
+
+    rows = synthetic_run(6, mutate=copies_from(155))
+    found = [(a.severity, a.metric, a.step) for a in alerts_of(rows, "ema_stalled")]
+    assert found == [("warning", "ema_tau", 155), ("critical", "ema/relative_param_l2", 160)]
+    assert "momentum" in alerts_of(rows, "ema_stalled")[0].message
+    assert [a.metric for a in alerts_of(rows, "ema_stalled", RulesConfig(ema_stalled_max_momentum=0.0))] == [
+        "ema/relative_param_l2"]  # 0 turns the momentum's check off
+
+    def fast(step: int, row: dict) -> None:  # a fast target (BYOL's 0.99, the library's fastest 0.98) is no fault
+        if "ema_tau" in row:
+            row["ema_tau"] = 0.98
+
+    assert alerts_of(synthetic_run(6, mutate=fast), "ema_stalled") == []
+    with pytest.raises(ValueError, match="rules.ema_stalled_max_momentum"):
+        RulesConfig(ema_stalled_max_momentum=1.0).validate()
+
+
 def test_ema_stalled_when_target_statistics_freeze() -> None:
     def frozen(step: int, row: dict) -> None:
         if step >= 100:
@@ -799,6 +827,31 @@ def test_a_distance_that_does_not_reach_three_times_its_previous_reading_is_no_j
         assert alerts_of(synthetic_run(11, mutate=distance_jump(200, factor, metric, every)), "ema_runaway") == []
 
 
+def test_a_feature_distance_that_grows_with_the_summed_lr_is_no_jump() -> None:
+    # A linear lr warm-up from 1e-6 over 200 steps: the distance the online encoder travels from its target grows
+    # like the lr summed so far (about the step squared), 4x between readings 60 and 120 steps apart. Judged
+    # against the run's schedule, that is no jump; a blow-up that triples it beyond the schedule still is.
+    schedule = LrSchedule(1e-3, 1e-6, 1e-5, 200, 400)
+
+    def follows_schedule(blowup_at: int | None = None) -> Mutator:
+        def mutate(step: int, row: dict) -> None:
+            row.pop("ema/fixed_batch_distance", None)
+            if step % 60 == 0 and step > 0:
+                row["ema/fixed_batch_distance"] = 300 * schedule.summed(step) * (
+                    3.2 if blowup_at is not None and step >= blowup_at else 1.0)
+        return mutate
+
+    rows = synthetic_run(13, mutate=follows_schedule())
+    assert schedule.summed(120) / schedule.summed(60) > 3.5
+    assert [a for a in evaluate_rows(rows, lr_schedule=schedule) if a.rule == "ema_runaway"] == []
+    bare = [a for a in evaluate_rows(rows) if a.rule == "ema_runaway"]  # without the schedule: the raw jump
+    assert [(a.metric, a.step) for a in bare] == [("ema/fixed_batch_distance", 120)]
+    blown = [a for a in evaluate_rows(synthetic_run(13, mutate=follows_schedule(300)), lr_schedule=schedule)
+             if a.rule == "ema_runaway"]
+    assert [(a.metric, a.step) for a in blown] == [("ema/fixed_batch_distance", 300)]
+    assert "what the lr schedule alone explains" in blown[0].message
+
+
 def test_a_distance_jump_inside_the_warm_up_is_not_judged() -> None:
     # The distances start at 0 (the target a copy of the online encoder) and climb fastest while the lr warms up.
     rows = synthetic_run(12, mutate=distance_jump(40, 5.0, "ema/fixed_batch_distance", 5))
@@ -881,7 +934,8 @@ def test_online_collapse_waits_out_the_runs_lr_warm_up() -> None:
         return shaken
 
     def steps(rows: list[dict], warmup: int | None) -> list[int]:
-        return [a.step for a in evaluate_rows(rows, lr_warmup_steps=warmup) if a.rule == "online_collapse"]
+        schedule = None if warmup is None else LrSchedule(1e-3, 1e-4, 1e-5, warmup, 400)
+        return [a.step for a in evaluate_rows(rows, lr_schedule=schedule) if a.rule == "online_collapse"]
 
     early, late = synthetic_run(8, mutate=shaken_at(80)), synthetic_run(8, mutate=shaken_at(150))
     unknown = steps(early, None)  # a bare stream: the warm-up is not known, and the fall is judged

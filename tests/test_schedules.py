@@ -33,3 +33,19 @@ def test_cosine_schedule_endpoints():
     assert cosine_schedule(80, 50, 0.04, 0.4) == pytest.approx(0.4)
     with pytest.raises(ValueError, match="total_steps"):
         cosine_schedule(0, 0, 0.0, 1.0)
+
+
+def test_lr_schedule_sums_the_lr_over_the_updates_before_each_step():
+    from jepa_core.config.sections import OptimConfig
+    from jepa_core.method.schedules import LrSchedule
+
+    optim = OptimConfig(steps=100, lr=1e-3, start_lr=1e-5, final_lr=1e-6, warmup_steps=20)
+    schedule = LrSchedule.of(optim)
+    assert (schedule.lr, schedule.start_lr, schedule.final_lr, schedule.warmup_steps, schedule.steps) == (
+        1e-3, 1e-5, 1e-6, 20, 100)
+    assert schedule.at(20) == warmup_cosine(20, 100, 20, 1e-3, 1e-6, 1e-5) == 1e-3
+    assert schedule.summed(0) == 0.0 and schedule.summed(1) == pytest.approx(1e-5)
+    assert schedule.summed(57) == pytest.approx(sum(schedule.at(i) for i in range(57)))
+    # past the run's end the schedule holds its final lr
+    assert schedule.summed(130) == pytest.approx(schedule.summed(100) + 30 * 1e-6)
+    assert schedule == LrSchedule.of(optim)  # the cached sums are not part of its value

@@ -20,6 +20,7 @@ import math
 from jepa_core.alerts.base import Alert, RuleBase, fmt, number
 from jepa_core.alerts.detectors import FallFromStable, FallingAgain, FallOverWindow, FirstDescent, TrendBreak
 from jepa_core.config.rules import RulesConfig
+from jepa_core.method.schedules import LrSchedule
 
 
 class Trend:
@@ -351,12 +352,12 @@ class OnlineCollapseRule(RuleBase):
     online = "online/fixed_batch_std_mean"
     target = "target/fixed_batch_std_mean"
 
-    def __init__(self, cfg: RulesConfig, lr_warmup_steps: int | None = None) -> None:
+    def __init__(self, cfg: RulesConfig, lr_schedule: LrSchedule | None = None) -> None:
         super().__init__(cfg)
         self.watches = frozenset({self.online, self.target})
         self.recent: list[tuple[int, float]] = []  # (step, online/target) of the settled readings in the window
         # Readings before this still count as the recent high a fall is measured from.
-        self.judged_from = cfg.online_lead_after_warmups * (lr_warmup_steps or 0)
+        self.judged_from = cfg.online_lead_after_warmups * (lr_schedule.warmup_steps if lr_schedule else 0)
 
     def update(self, row: dict) -> list[Alert]:
         cfg, step = self.cfg, row["step"]

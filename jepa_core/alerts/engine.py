@@ -7,18 +7,19 @@ from collections.abc import Iterable
 from jepa_core.alerts.base import SEVERITIES, Alert, Rule, severity_rank
 from jepa_core.alerts.rules import build_rules
 from jepa_core.config.rules import RulesConfig
+from jepa_core.method.schedules import LrSchedule
 
 
 class RuleEngine:
     """Runs every enabled rule over a stream of metric rows and remembers what fired."""
 
     def __init__(self, cfg: RulesConfig | None = None, feature_dim: int | None = None,
-                 lr_warmup_steps: int | None = None) -> None:
+                 lr_schedule: LrSchedule | None = None) -> None:
         self.cfg = (cfg if cfg is not None else RulesConfig()).validate()
         # Facts of the run's config, not in the stream: the width of the target's features (model.embed_dim) and
-        # the lr warm-up (optim.warmup_steps).
+        # the lr schedule (optim: lr, start_lr, final_lr, warmup_steps, steps).
         self.feature_dim = feature_dim
-        self.rules: list[Rule] = build_rules(self.cfg, feature_dim, lr_warmup_steps) if self.cfg.enabled else []
+        self.rules: list[Rule] = build_rules(self.cfg, feature_dim, lr_schedule) if self.cfg.enabled else []
         self.alerts: list[Alert] = []
         self._worst = -1
 
@@ -54,7 +55,7 @@ class RuleEngine:
 
 
 def evaluate_rows(rows: Iterable[dict], cfg: RulesConfig | None = None,
-                  feature_dim: int | None = None, lr_warmup_steps: int | None = None) -> list[Alert]:
+                  feature_dim: int | None = None, lr_schedule: LrSchedule | None = None) -> list[Alert]:
     """Every alert a fresh engine raises over `rows` (e.g. `jepa_core.metrics.stream.iter_rows(path)`);
-    `feature_dim` and `lr_warmup_steps` as for RuleEngine."""
-    return RuleEngine(cfg, feature_dim, lr_warmup_steps).run(rows)
+    `feature_dim` and `lr_schedule` as for RuleEngine."""
+    return RuleEngine(cfg, feature_dim, lr_schedule).run(rows)

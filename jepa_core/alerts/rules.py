@@ -24,6 +24,7 @@ from jepa_core.alerts.collapse import (FalseComfortRule, OnlineCollapseRule, Ran
                                        Trend, VarianceCollapseRule)
 from jepa_core.alerts.detectors import EpisodeGate, OneSidedCusum, RobustBaseline
 from jepa_core.config.rules import RulesConfig, split_names
+from jepa_core.method.schedules import LrSchedule
 
 
 class ImmediateThresholdRule(RuleBase):
@@ -69,9 +70,16 @@ class NonFiniteRule(RuleBase):
 
 class EmaStalledRule(RuleBase):
     """Target equal to the online encoder (a distance of exactly 0, in weights or in features on the fixed probe
-    batch) or target never updated (its fixed-batch statistics frozen while the online encoder moves)."""
+    batch, or an EMA momentum that copies most of the online weights every step) or target never updated (its
+    fixed-batch statistics frozen while the online encoder moves).
+
+    The momentum is logged with every basic reading, far more often than either distance: a schedule or config that
+    sets it to 0 shows at the first reading (rounds 35 and 37: the distances' first reading after such an onset came
+    with the evaluation that showed the harm). A target that aliases the online module logs a normal momentum; only
+    the distances show that."""
 
     name = "ema_stalled"
+    momentum = "ema_tau"
     distance = "ema/relative_param_l2"
     feature_distance = "ema/fixed_batch_distance"  # read with the fixed batch, far more often than the weights'
     online_moves = ("ema/param_l2", feature_distance)  # either changing between readings: the online encoder trains
@@ -79,13 +87,27 @@ class EmaStalledRule(RuleBase):
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
         self.frozen_metrics = split_names(cfg.ema_frozen_metrics)
-        self.watches = frozenset({self.distance, *self.online_moves, *self.frozen_metrics})
+        self.watches = frozenset({self.momentum, self.distance, *self.online_moves, *self.frozen_metrics})
         self.last_stats: dict[str, float] = {}
         self.last_online: dict[str, float] = {}
         self.online_moved = False  # the online encoder moved since the target statistics last changed
+        # The momentum's warning has episodes of its own, so that it never holds the distances' critical alert.
+        self.momentum_gate = EpisodeGate(rearm=cfg.rearm_readings)
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg, alerts = row["step"], self.cfg, []
+        momentum = number(row, self.momentum)
+        if momentum is not None and math.isfinite(momentum) and step >= cfg.ema_stalled_warmup_steps:
+            if self.momentum_gate.observe(self.momentum, momentum < cfg.ema_stalled_max_momentum, 1):
+                # A warning: what the momentum does is shown by the distances (critical at 0) and the collapse
+                # rules; a copied target labelled benign by harm (batch32, sparse: no distance reading or collapse
+                # within the steps the library trains past the onset) would otherwise count a critical false alarm.
+                alerts.append(self._alert(step, "warning", self.momentum, momentum, (
+                    f"target encoder follows the online encoder almost at once: the EMA momentum {self.momentum} = "
+                    f"{fmt(momentum)} at step {step} (a slow target needs 0.99-1.0), so the target is mostly a copy "
+                    "of the online encoder after every update, which collapses the representation. Check first the "
+                    "EMA schedule (ema.start/ema.end, and a schedule that runs past its steps) and that the update "
+                    "is target = m*target + (1-m)*online, not with m and 1-m swapped.")))
         for metric in (self.distance, self.feature_distance):
             distance = number(row, metric)
             if distance is None or not math.isfinite(distance) or step < cfg.ema_stalled_warmup_steps:
@@ -132,33 +154,53 @@ class EmaRunawayRule(RuleBase):
     collapsing it (round 25's `flatlr` misses: the feature distance 3.5-6x its previous reading, 39 steps before
     harm, while spreads and ranks rose). The trend adds a capped amount per reading, so at a cadence of 65 or 500 steps
     one reading, however far it jumps, cannot fire it. Healthy runs of rounds 1-25 (273) jump at most 1.8x (weights)
-    and 2.4x (features) in one reading, both early in the lr warm-up (benchmarks/distance_jumps.py)."""
+    and 2.4x (features) in one reading, both early in the lr warm-up (benchmarks/distance_jumps.py). A long or steep
+    warm-up moves the features farther than that by the schedule alone (round 37's `slowlr`: 4x between steps 32 and
+    64), so with the run's lr schedule known, the feature distance's jump is what remains once the schedule's own
+    growth between the two readings is divided out (rounds 1-37: 2.07x at most on 427 healthy runs)."""
 
     name = "ema_runaway"
     metric = "ema/relative_param_l2"
     feature_distance = "ema/fixed_batch_distance"
     watches = frozenset({metric, feature_distance})
 
-    def __init__(self, cfg: RulesConfig) -> None:
+    def __init__(self, cfg: RulesConfig, lr_schedule: LrSchedule | None = None) -> None:
         super().__init__(cfg)
         self.trend = Trend(cfg, cfg.ema_runaway_break, rising=True)
         self.jump_ratio = {self.metric: cfg.ema_runaway_jump_ratio,
                            self.feature_distance: cfg.ema_runaway_feature_jump_ratio}
-        self.previous: dict[str, float] = {}  # each distance's last finite, positive reading, warm-up included
+        # The feature distance's jump is judged against what the run's lr schedule alone explains (the lr summed up
+        # to each reading); without the schedule (a stream without its config), against the reading itself.
+        self.lr_schedule = lr_schedule
+        self.previous: dict[str, tuple[int, float]] = {}  # each distance's last finite, positive reading and its step
         # The feature distance is read far more often than the weights': its own episodes, so that its readings
         # neither re-arm nor hold the weights' alert.
         self.feature_gate = EpisodeGate(rearm=cfg.rearm_readings)
 
-    def _jumped(self, row: dict, metric: str) -> tuple[float, float] | None:
-        """(reading, ratio to the previous reading) when `metric` jumped by its ratio or more at this row."""
+    def _jumped(self, row: dict, metric: str) -> tuple[float, str] | None:
+        """(reading, how far it jumped, in words) when `metric` jumped by its ratio or more at this row."""
         value = number(row, metric)
         if value is None or not math.isfinite(value) or value <= 0:  # exactly 0 is ema_stalled's
             return None
-        last, self.previous[metric] = self.previous.get(metric), value
+        step = row["step"]
+        last, self.previous[metric] = self.previous.get(metric), (step, value)
         ratio = self.jump_ratio[metric]
-        if last is None or ratio <= 0 or row["step"] < self.cfg.warmup_steps or value < ratio * last:
+        if last is None or ratio <= 0 or step < self.cfg.warmup_steps:
             return None
-        return value, value / last
+        growth = self._schedule_growth(metric, last[0], step)
+        jump = value / last[1] / growth
+        if jump < ratio:
+            return None
+        how = f"{value / last[1]:.1f}x its previous reading"
+        return value, how + (f", {jump:.1f}x what the lr schedule alone explains" if growth > 1 else "")
+
+    def _schedule_growth(self, metric: str, before: int, step: int) -> float:
+        """How many times farther the schedule alone carries the online encoder by `step` than by `before`: the
+        ratio of the lr summed up to each (1 for the weights' distance, or without a schedule)."""
+        if metric != self.feature_distance or self.lr_schedule is None:
+            return 1.0
+        then, now = self.lr_schedule.summed(before), self.lr_schedule.summed(step)
+        return now / then if then > 0 and now > then else 1.0
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg, alerts = row["step"], self.cfg, []
@@ -169,14 +211,13 @@ class EmaRunawayRule(RuleBase):
             out_of_bounds = value > cfg.ema_runaway_max_distance
             if self.gate.observe(self.metric, climbing or out_of_bounds or self.metric in jumps, 1):
                 how = ("farther than the weights norm" if out_of_bounds else
-                       f"{jumps[self.metric][1]:.1f}x its previous reading" if self.metric in jumps
-                       else "climbing faster than its own trend")
+                       jumps[self.metric][1] if self.metric in jumps else "climbing faster than its own trend")
                 alerts.append(self._runaway(step, self.metric, value, how))
         if step >= cfg.warmup_steps and number(row, self.feature_distance) is not None:
             jumped = jumps.get(self.feature_distance)
             if self.feature_gate.observe(self.feature_distance, jumped is not None, 1):  # True only on a jump
-                reading, ratio = jumped
-                alerts.append(self._runaway(step, self.feature_distance, reading, f"{ratio:.1f}x its previous reading"))
+                reading, how = jumped
+                alerts.append(self._runaway(step, self.feature_distance, reading, how))
         return alerts
 
     def _runaway(self, step: int, metric: str, value: float, how: str) -> Alert:
@@ -267,10 +308,11 @@ class DivergenceRule(RuleBase):
         return alerts
 
 
-def build_rules(cfg: RulesConfig, feature_dim: int | None = None, lr_warmup_steps: int | None = None) -> list[Rule]:
+def build_rules(cfg: RulesConfig, feature_dim: int | None = None, lr_schedule: LrSchedule | None = None) -> list[Rule]:
     """One instance of every §7 rule, configured by `cfg` (fresh state: use one set per stream). `feature_dim` is the
     width of the target's features (model.embed_dim), which rank_collapse's floor needs (None: the floor is off);
-    `lr_warmup_steps` the run's lr warm-up (optim.warmup_steps), which online_collapse waits out (None: it does not)."""
+    `lr_schedule` the run's lr schedule (its [optim] section): online_collapse waits out its warm-up and ema_runaway
+    judges the feature distance's jumps against it (None: neither does)."""
     variance, rank = VarianceCollapseRule(cfg), RankCollapseRule(cfg, feature_dim)
     return [
         ImmediateThresholdRule(cfg, "mask_leak", "mask/overlap_fraction", cfg.mask_leak_max_overlap, (
@@ -285,9 +327,9 @@ def build_rules(cfg: RulesConfig, feature_dim: int | None = None, lr_warmup_step
         variance,
         rank,
         SteadyCollapseRule(cfg, variance),  # after variance_collapse, whose trend verdicts it reads
-        OnlineCollapseRule(cfg, lr_warmup_steps),
+        OnlineCollapseRule(cfg, lr_schedule),
         EmaStalledRule(cfg),
-        EmaRunawayRule(cfg),
+        EmaRunawayRule(cfg, lr_schedule),
         FalseComfortRule(cfg, variance, rank),  # after the two it reads, so it sees this row's verdicts
         DivergenceRule(cfg),
     ]

@@ -184,6 +184,10 @@ class RulesConfig:
     # statistics exactly frozen while ema/param_l2 or ema/fixed_batch_distance keeps changing (target never updated)
     ema_stalled_warmup_steps: int = 1  # at step 0 the target is a copy of the online encoder by construction
     ema_stalled_max_distance: float = 0.0
+    # ... or the logged EMA momentum below this (0 turns it off): healthy JEPA, BYOL and DINO targets run at
+    # 0.98-1.0 (the detection library's lowest, fastema's start, is 0.98); below a half the target is mostly the
+    # online encoder of the last update
+    ema_stalled_max_momentum: float = 0.5
     ema_stalled_patience: int = 1  # a distance of exactly 0 after step 0 is conclusive at once
     # statistics of the target on a FIXED probe batch (diagnostics.fixed_batch_every_steps): bit-identical iff never
     # updated
@@ -199,6 +203,11 @@ class RulesConfig:
     # ... or a distance this many times its previous reading (0 turns a jump off): ema/relative_param_l2 and
     # ema/fixed_batch_distance. Chosen on rounds 1-25 (benchmarks/distance_jumps.py): healthy runs jump at most 1.8x
     # (weights) and 2.4x (features) in one reading; 231 of the 251 harmful lr blow-ups jump 3x in the weights.
+    # Round 37's `slowlr` (a warm-up of 100 from 1e-5) made healthy feature distances jump 3.8-4x inside the warm-up,
+    # where the lr summed so far grows about as the step squared: since then the feature distance's jump is divided
+    # by the schedule's own growth between the two readings (`--per-lr`). On rounds 1-37 the largest healthy jump is
+    # then 2.07x (raw 4.04x), the weights' 1.80x (the weights' distance is not divided: read 60-500 steps apart, a
+    # blow-up's summed lr would hide its jump; 328 of 351 harmful lr blow-ups jump 3x raw, 311 divided).
     ema_runaway_jump_ratio: float = 3.0
     ema_runaway_feature_jump_ratio: float = 3.0
     # false_comfort: variance and rank collapsing at once (both trend rules in their condition) while the prediction
@@ -252,7 +261,7 @@ class RulesConfig:
             if f.name == "first_descent_fall" and not value < 1:
                 raise ValueError(f"{key}: must be in [0, 1), got {value}")
             if f.name in ("steady_batch_fall", "steady_late_fall", "steady_steep_fall", "steady_steep_batch_fall",
-                          "rank_floor_fraction") and not value < 1:
+                          "rank_floor_fraction", "ema_stalled_max_momentum") and not value < 1:
                 raise ValueError(f"{key}: must be in [0, 1), got {value}")
             if f.name == "steady_fall" and not 0 < value < 1:
                 raise ValueError(f"{key}: must be in (0, 1), got {value}")

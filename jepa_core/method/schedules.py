@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+from dataclasses import dataclass, field
 
-__all__ = ["warmup_cosine", "cosine_schedule"]
+__all__ = ["LrSchedule", "warmup_cosine", "cosine_schedule"]
 
 
 def _check_steps(step: int, total_steps: int) -> None:
@@ -39,3 +41,34 @@ def cosine_schedule(step: int, total_steps: int, start: float, end: float) -> fl
     _check_steps(step, total_steps)
     t = min(step / total_steps, 1.0)
     return end + (start - end) * 0.5 * (1.0 + math.cos(math.pi * t))
+
+
+@dataclass(frozen=True)
+class LrSchedule:
+    """A run's learning-rate schedule (its config's [optim] section, faults left out), for what must know how far the
+    schedule alone moves the weights: under a linear warm-up the distance the online encoder travels grows like the
+    lr summed so far, about the step squared, so a reading several times the previous one is the schedule's doing."""
+
+    lr: float
+    start_lr: float
+    final_lr: float
+    warmup_steps: int
+    steps: int
+    _sums: list[float] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, optim) -> LrSchedule:
+        """From an OptimConfig (or anything with its lr, start_lr, final_lr, warmup_steps and steps)."""
+        return cls(optim.lr, optim.start_lr, optim.final_lr, optim.warmup_steps, optim.steps)
+
+    def at(self, step: int) -> float:
+        return warmup_cosine(step, self.steps, self.warmup_steps, self.lr, self.final_lr, self.start_lr)
+
+    def summed(self, step: int) -> float:
+        """The lr summed over the updates a row at `step` follows (updates 0..step-1; 0 at step 0)."""
+        if not self._sums:  # once per schedule; a frozen dataclass's list can still be filled
+            self._sums.extend([0.0, *itertools.accumulate(self.at(i) for i in range(self.steps))])
+        step = max(step, 0)
+        if step < len(self._sums):
+            return self._sums[step]
+        return self._sums[-1] + self.final_lr * (step - self.steps)  # past the end the schedule holds final_lr

@@ -150,7 +150,7 @@ METRICS: tuple[Metric, ...] = (
     _m("mask/context_ratio", "mask_check", _panel(_MASK)),
     _m("mask/target_ratio", "mask_check", _panel(_MASK)),
     _m("mask/overlap_fraction", "mask_check", _panel(_MASK), _signal("leak", 0), _doctor(10), read_by=("mask_leak",)),
-    _m("ema_tau", "basic", _panel(_EMA), _signal("ema", 1), _doctor(9)),
+    _m("ema_tau", "basic", _panel(_EMA), _signal("ema", 1), _doctor(9), read_by=("ema_stalled",)),
     _m("ema/param_l2", "param_distance", _panel(_EMA), read_by=("ema_stalled",)),
     _m("ema/relative_param_l2", "param_distance", _panel(_EMA), _signal("ema", 0), _doctor(8),
        read_by=("ema_stalled", "ema_runaway")),

@@ -48,7 +48,7 @@ from jepa_core.method.runtime import (
     phase_metrics,
     resolve_device,
 )
-from jepa_core.method.schedules import cosine_schedule, warmup_cosine
+from jepa_core.method.schedules import LrSchedule, cosine_schedule, warmup_cosine
 from jepa_core.method.step import (
     OnlineNetwork,
     StepOutput,
@@ -128,7 +128,7 @@ class Trainer:
         self.compile_warmup = CompileWarmup(cfg.runtime.compile, cfg.optim.steps)
         self.instrumentation = Instrumentation(self.model, cfg.diagnostics, cfg.optim.steps, self.device,
                                                self.dist.world_size)
-        self.rules = RuleEngine(cfg.rules, feature_dim=cfg.model.embed_dim, lr_warmup_steps=cfg.optim.warmup_steps)
+        self.rules = RuleEngine(cfg.rules, feature_dim=cfg.model.embed_dim, lr_schedule=LrSchedule.of(cfg.optim))
         self.step = 0
         self.critical_alert = False  # acted on by every rank
         self.diverged = False  # the last update was refused: its loss or gradient was non-finite

@@ -24,6 +24,7 @@ from jepa_core.alerts.base import SEVERITIES, Alert
 from jepa_core.alerts.engine import RuleEngine
 from jepa_core.common.console import format_duration, json_terminal_safe, terminal_safe
 from jepa_core.config import ConfigError, RulesConfig, load_config
+from jepa_core.method.schedules import LrSchedule
 from jepa_core.metrics import registry
 from jepa_core.metrics.reader import MetricsTable, read_metrics
 from jepa_core.metrics.stream import ARCHIVED_STREAM_NAME, STREAM_NAME, encode_row, iter_rows, stream_file
@@ -202,15 +203,16 @@ def run_rules(run_dir: Path) -> RulesConfig:
         raise UnreadableRunError(f"{config}: the run's own rules do not load: {exc}") from exc
 
 
-def run_facts(run_dir: Path) -> dict[str, int | None]:
+def run_facts(run_dir: Path) -> dict[str, int | LrSchedule | None]:
     """What the rules need from the run's config.toml and the stream does not carry, as RuleEngine's keywords: the
-    width of the target's features (model.embed_dim; rank_collapse's floor) and the lr warm-up (optim.warmup_steps;
-    online_collapse waits it out). Both None without a readable config (the verdict then rests on the stream)."""
+    width of the target's features (model.embed_dim; rank_collapse's floor) and the lr schedule (optim; online_collapse
+    waits out its warm-up, ema_runaway judges feature-distance jumps against it). Both None without a readable config
+    (the verdict then rests on the stream)."""
     try:
         cfg = load_config(run_dir / "config.toml")
     except (OSError, ValueError, ConfigError):
-        return {"feature_dim": None, "lr_warmup_steps": None}
-    return {"feature_dim": cfg.model.embed_dim, "lr_warmup_steps": cfg.optim.warmup_steps}
+        return {"feature_dim": None, "lr_schedule": None}
+    return {"feature_dim": cfg.model.embed_dim, "lr_schedule": LrSchedule.of(cfg.optim)}
 
 
 def run_feature_dim(run_dir: Path) -> int | None:
