@@ -206,3 +206,4 @@ def test_the_doctor_gives_online_collapse_the_runs_lr_warm_up(tmp_path) -> None:
     report = diagnose(run)
     assert [(a.rule, a.step) for a in report.alerts] == [("online_collapse", 120)]
     assert "online_collapse does not wait out the lr warm-up" in format_report(report)
+    assert "without the lr schedule's own growth" in format_report(report)

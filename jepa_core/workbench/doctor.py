@@ -265,8 +265,9 @@ def format_report(report: DoctorReport) -> str:
     last = "?" if report.last_step is None else report.last_step
     lines = [f"jepa doctor: {terminal_safe(report.run)}", f"verdict: {report.verdict.upper()}{note}",
              f"run status: {report.status}, last step {last}"
-             + ("" if report.feature_dim else "; no readable config.toml beside the stream: the rank floor is off "
-                "and online_collapse does not wait out the lr warm-up"),
+             + ("" if report.feature_dim else "; no readable config.toml beside the stream: the rank floor is off, "
+                "online_collapse does not wait out the lr warm-up, and ema_runaway reads the feature distance's "
+                "jumps raw, without the lr schedule's own growth"),
              "judged with " + ("the run's own [rules] (config.toml)" if report.rules == "run" else
                                "today's rules (the run's own: --rules run)"),
              f"steps {steps.get('first')}..{steps.get('last')} ({steps.get('rows')} metric rows, "
