@@ -211,7 +211,8 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    b6297d8c, before any rule was changed on what rounds 35-37 showed; read once, after that change was frozen.
 #    Studied after it was set training, rounds 35-37 (tuning data since): ema_runaway judges the feature distance's
 #    jump against the lr schedule's own growth (the lr summed to each reading), and ema_stalled warns on an EMA
-#    momentum below a half at its first basic reading (the copied targets that tied with the evaluation).
+#    momentum below a half at its first basic reading (the copied targets that tied with the evaluation), and
+#    divergence warns when pred_target/cosine falls 20% below its highest of the last 30 steps (cosema's lr x5).
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),

@@ -852,6 +852,27 @@ def test_a_feature_distance_that_grows_with_the_summed_lr_is_no_jump() -> None:
     assert "what the lr schedule alone explains" in blown[0].message
 
 
+def test_divergence_when_the_prediction_loses_the_target_fast() -> None:
+    # An lr blow-up that scrambles the target: pred_target/cosine 30% below its highest of the last 30 steps within
+    # two readings. A healthy run's agreement also falls, slowly (the library's healthy runs: at most 12.9% within 30
+    # steps, 32% over a whole run): the same 30% spread over 200 steps is no alarm.
+    def lost(step: int, row: dict) -> None:
+        if step >= 200 and "pred_target/cosine" in row:
+            row["pred_target/cosine"] *= 0.85 if step == 200 else 0.7
+
+    def drifts(step: int, row: dict) -> None:
+        if step >= 100 and "pred_target/cosine" in row:
+            row["pred_target/cosine"] *= 1 - 0.3 * min(step - 100, 200) / 200
+
+    alert = single_alert(synthetic_run(14, mutate=lost), "divergence", 205, 205)
+    assert (alert.severity, alert.metric) == ("warning", "pred_target/cosine")
+    assert "lost the target" in alert.message and "% below" in alert.message
+    assert alerts_of(synthetic_run(14, mutate=lost), "divergence", RulesConfig(divergence_agreement_fall=0.0)) == []
+    assert alerts_of(synthetic_run(14, mutate=drifts), "divergence") == []
+    with pytest.raises(ValueError, match="rules.divergence_agreement_fall"):
+        RulesConfig(divergence_agreement_fall=1.0).validate()
+
+
 def test_a_distance_jump_inside_the_warm_up_is_not_judged() -> None:
     # The distances start at 0 (the target a copy of the online encoder) and climb fastest while the lr warms up.
     rows = synthetic_run(12, mutate=distance_jump(40, 5.0, "ema/fixed_batch_distance", 5))

@@ -251,7 +251,8 @@ class _LevelShift:
 class DivergenceRule(RuleBase):
     name = "divergence"
     spread = "target/std_mean"
-    watches = frozenset({"grad_norm", "loss", "health/update_ratio", spread})
+    agreement = "pred_target/cosine"
+    watches = frozenset({"grad_norm", "loss", "health/update_ratio", spread, agreement})
 
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
@@ -262,6 +263,9 @@ class DivergenceRule(RuleBase):
         # spread climbs faster than its own trend. Read every few steps at any cadence, unlike the update ratio
         # and the parameter distance (every 500 steps at the defaults).
         self.spread_trend = Trend(cfg, cfg.divergence_spread_break, rising=True)
+        # The prediction's agreement with the target falling fast: scale-free where the loss is not (a loss that
+        # triples from 0.1 is within the noise a steep early descent taught the loss baseline).
+        self.agreement_recent: list[tuple[int, float]] = []
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg, alerts = row["step"], self.cfg, []
@@ -293,6 +297,7 @@ class DivergenceRule(RuleBase):
                     f"trend and noise allow (trend level {fmt(self.spread_trend.level or 0)}): the weights are being "
                     "pushed apart. Check first the learning rate and its schedule, gradient clipping and weight "
                     "decay; watch the loss and pred_target/cosine, which worsen with it.")))
+        alerts += self._agreement_fell(row)
         loss = number(row, "loss")
         if loss is not None and math.isfinite(loss):
             center = self.loss_baseline.center
@@ -306,6 +311,25 @@ class DivergenceRule(RuleBase):
                     f"level {fmt(center or 0.0)}. Check first the learning rate schedule (a blow-up), gradient "
                     "clipping, bad batches, and mixed-precision overflow; grad_norm usually moves with it.")))
         return alerts
+
+
+    def _agreement_fell(self, row: dict) -> list[Alert]:
+        cfg, step = self.cfg, row["step"]
+        cosine = self._settled_reading(row, self.agreement)
+        if cosine is None or cfg.divergence_agreement_fall <= 0:
+            return []
+        window = cfg.divergence_agreement_window_steps
+        self.agreement_recent = [(s, c) for s, c in self.agreement_recent if step - s <= window]
+        high = max((c for _, c in self.agreement_recent), default=None)
+        self.agreement_recent.append((step, cosine))
+        fell = high is not None and high > 0 and cosine <= (1 - cfg.divergence_agreement_fall) * high
+        if not self.gate.observe(self.agreement, fell, 1):
+            return []
+        return [self._alert(step, "warning", self.agreement, cosine, (
+            f"divergence: {self.agreement} = {fmt(cosine)} at step {step}, {100 * (1 - cosine / high):.0f}% below "
+            f"its {fmt(high)} of the last {window} steps: the predictor has lost the target, which is moving faster "
+            "than it can follow. Check first the learning rate and its schedule (a blow-up), then the EMA momentum; "
+            "watch loss and target/std_mean, which move with it."))]
 
 
 def build_rules(cfg: RulesConfig, feature_dim: int | None = None, lr_schedule: LrSchedule | None = None) -> list[Rule]:

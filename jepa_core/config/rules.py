@@ -238,6 +238,12 @@ class RulesConfig:
     # the tuning split (rounds 1-5) reached at most 2.6; the x10 lr blow-up on `sparse` that round 5 missed reached
     # 6.3. 0 turns it off.
     divergence_spread_break: float = 6.0
+    # pred_target/cosine this fraction or more below its highest reading of the last agreement window: the predictor
+    # has lost the target. Healthy runs of rounds 1-37 (427) fall at most 12.9% within 30 steps (19.1% within 60, 32%
+    # from their peak over a whole run); `cosema`'s lr x5 from 110, which no other rule caught, fell 37% in 22 steps
+    # (seed 74). 0 turns it off.
+    divergence_agreement_fall: float = 0.2
+    divergence_agreement_window_steps: int = 30
 
     def validate(self) -> RulesConfig:
         """Raise ValueError naming `rules.<key>` for a value no rule can use; returns self."""
@@ -261,6 +267,7 @@ class RulesConfig:
             if f.name == "first_descent_fall" and not value < 1:
                 raise ValueError(f"{key}: must be in [0, 1), got {value}")
             if f.name in ("steady_batch_fall", "steady_late_fall", "steady_steep_fall", "steady_steep_batch_fall",
+                          "divergence_agreement_fall",
                           "rank_floor_fraction", "ema_stalled_max_momentum") and not value < 1:
                 raise ValueError(f"{key}: must be in [0, 1), got {value}")
             if f.name == "steady_fall" and not 0 < value < 1:

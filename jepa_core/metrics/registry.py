@@ -120,7 +120,7 @@ METRICS: tuple[Metric, ...] = (
     _m("pred_target/mse", "representation", _panel(_PRED)),
     _m("pred_target/mae", "representation", _panel(_PRED)),
     _m("pred_target/cosine", "representation", _panel(_PRED), _signal("variance", 2), _doctor(7),
-       read_by=("false_comfort",)),
+       read_by=("false_comfort", "divergence")),
     _m("target/norm_mean", "representation", _panel(_TARGET)),
     _m("target/norm_std", "representation", _panel(_TARGET)),
     _m("target/std_mean", "representation", _panel(_TARGET), _signal("variance", 0), _doctor(2),
