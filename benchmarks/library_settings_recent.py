@@ -151,4 +151,18 @@ RECENT_SETTINGS = (
             "cadences 15/60, 600 steps (never tuned on)", round=38,
             magnitudes=(("collapse", (0.35, 1.1, 3.3)), ("lr_blowup", (5.0, 16.0, 500.0, 1e6)),
                         ("mask_leak", (0.04,)))),
+    # Never tuned on: a user who holds the weight decay at 0.1 for the whole run (every tuned setting but `smallctx`
+    # ramps it), with a batch of 40 (between `batch32` and 48), lr 5e-4 from 5e-5 over 50 steps, three targets of
+    # 15-22% and a context of 80-95%, the EMA momentum from 0.995, readings every 12 steps, the fixed batch every 24,
+    # covariance, parameter distance, weights health and evaluation every 48, 480 steps. Defined and set training
+    # after round 38 was read, before online_collapse's wait was chosen again on rounds 1-38.
+    Setting("flatwd", ("optim.weight_decay=0.1", "optim.final_weight_decay=0.1", "optim.batch_size=40",
+                       "optim.lr=5e-4", "optim.start_lr=5e-5", "optim.warmup_steps=50", "masks.num_targets=3",
+                       "masks.target_scale=[0.15, 0.22]", "masks.context_scale=[0.8, 0.95]", "ema.start=0.995",
+                       "optim.steps=480", *cadences(12, 24, 48, 48, 120)),
+            480, (120, 240, 360), 120, "tiny with the weight decay held at 0.1, batch 40, lr 5e-4 from 5e-5 over 50 "
+            "steps, three targets of 15-22%, a context of 80-95%, the EMA momentum from 0.995, the fixed batch every "
+            "24 steps, cadences 12/48, 480 steps (never tuned on)", round=39,
+            magnitudes=(("collapse", (0.38, 1.15, 3.5)), ("lr_blowup", (5.5, 18.0, 450.0, 1e6)),
+                        ("mask_leak", (0.05,)))),
 )
