@@ -947,7 +947,7 @@ def test_online_collapse_waits_for_warm_up_and_is_silent_on_streams_without_the_
 def test_online_collapse_waits_out_the_runs_lr_warm_up() -> None:
     # A healthy online encoder that drops to a tenth of its target 20 steps after a steep lr warm-up of 60 steps
     # (round 33's `heads8`) and climbs back 80 steps later: a collapse's fall to the rule, unless it knows the
-    # warm-up. The same fall from step 150, past 2.25 warm-ups (135), is judged.
+    # warm-up. The same fall from step 150, past 2.75 warm-ups (165), is judged.
     def shaken_at(start: int) -> Mutator:
         def shaken(step: int, row: dict) -> None:
             if "online/fixed_batch_std_mean" in row and start <= step < start + 80:
@@ -962,7 +962,7 @@ def test_online_collapse_waits_out_the_runs_lr_warm_up() -> None:
     unknown = steps(early, None)  # a bare stream: the warm-up is not known, and the fall is judged
     assert len(unknown) == 1 and 80 <= unknown[0] < 135
     assert steps(early, 60) == []
-    assert steps(early, 30) == unknown  # a warm-up of 30: judged from 67.5
+    assert steps(early, 20) == unknown  # a warm-up of 20: judged from 55
     found = steps(late, 60)
     assert len(found) == 1 and 150 <= found[0] < 210
     with pytest.raises(ValueError, match="rules.online_lead_after_warmups"):

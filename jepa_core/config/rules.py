@@ -179,7 +179,12 @@ class RulesConfig:
     # collapse, and warned on 4 of 5 healthy runs at 90-120 (1.5-2 warm-ups). On rounds 32-34 (now tuning data) the
     # latest healthy fall came at 2 warm-ups, the earliest catch that no later one replaces at 2.5 (heads8's
     # collapse of 1.02 from 125, at 150; stretch, augment, cosema, thinpred, smalldata: 2.8-4.2); 2.25 between them.
-    online_lead_after_warmups: float = 2.25
+    # Healthy `calib` (a warm-up of 50) then fell 2.9-3.7x at 2.2-2.4 warm-ups on seeds 74-76, still that low at
+    # 2.6 (rounds 37-38: 3 warnings on 26 healthy runs); on rounds 1-38 the earliest catch that no other rule makes
+    # before a baseline is at 2.89 (fastema's lr x17.5 from 104, at 130): 2.75. heads8's collapses from 125, caught
+    # at 150 with the shorter wait, are caught at 180 (variance_collapse and online_collapse), 20-40 steps before
+    # their harm and before both baselines.
+    online_lead_after_warmups: float = 2.75
     # ema_stalled: ema/relative_param_l2 or ema/fixed_batch_distance at exactly 0 (target copies online), or target
     # statistics exactly frozen while ema/param_l2 or ema/fixed_batch_distance keeps changing (target never updated)
     ema_stalled_warmup_steps: int = 1  # at step 0 the target is a copy of the online encoder by construction
