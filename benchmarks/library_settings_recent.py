@@ -165,4 +165,16 @@ RECENT_SETTINGS = (
             "24 steps, cadences 12/48, 480 steps (never tuned on)", round=39,
             magnitudes=(("collapse", (0.38, 1.15, 3.5)), ("lr_blowup", (5.5, 18.0, 450.0, 1e6)),
                         ("mask_leak", (0.05,)))),
+    # Never tuned on: a user with a batch of 96 at lr 8e-4 ramped from 1e-5 over 60 steps, four targets of 12-18%, a
+    # context of 75-95%, MLP ratio 3, the EMA momentum from 0.996, readings every 10 steps, the fixed batch every 20,
+    # covariance, parameter distance, weights health and evaluation every 40, 400 steps. Defined and set training on
+    # the rules of f9533d32 after round 39 was read, with no rule changed since: a second test of the same rules.
+    Setting("batch96", ("optim.batch_size=96", "optim.lr=8e-4", "optim.start_lr=1e-5", "optim.warmup_steps=60",
+                        "masks.num_targets=4", "masks.target_scale=[0.12, 0.18]", "masks.context_scale=[0.75, 0.95]",
+                        "model.mlp_ratio=3.0", "ema.start=0.996", "optim.steps=400", *cadences(10, 20, 40, 40, 100)),
+            400, (100, 200, 300), 100, "tiny with batch 96, lr 8e-4 ramped from 1e-5 over 60 steps, four targets of "
+            "12-18%, a context of 75-95%, MLP ratio 3, the EMA momentum from 0.996, the fixed batch every 20 steps, "
+            "cadences 10/40, 400 steps (never tuned on)", round=40,
+            magnitudes=(("collapse", (0.4, 1.2, 3.6)), ("lr_blowup", (5.0, 16.0, 400.0, 1e6)),
+                        ("mask_leak", (0.05,)))),
 )
