@@ -48,7 +48,7 @@ from jepa_core.method.runtime import (
     phase_metrics,
     resolve_device,
 )
-from jepa_core.method.schedules import LrSchedule, cosine_schedule, warmup_cosine
+from jepa_core.method.schedules import LrSchedule, cosine_schedule
 from jepa_core.method.step import (
     OnlineNetwork,
     StepOutput,
@@ -128,7 +128,9 @@ class Trainer:
         self.compile_warmup = CompileWarmup(cfg.runtime.compile, cfg.optim.steps)
         self.instrumentation = Instrumentation(self.model, cfg.diagnostics, cfg.optim.steps, self.device,
                                                self.dist.world_size)
-        self.rules = RuleEngine(cfg.rules, feature_dim=cfg.model.embed_dim, lr_schedule=LrSchedule.of(cfg.optim))
+        # One lr schedule: the one the steps train with is the one the rules judge distances against.
+        self.lr_schedule = LrSchedule.of(cfg.optim)
+        self.rules = RuleEngine(cfg.rules, feature_dim=cfg.model.embed_dim, lr_schedule=self.lr_schedule)
         self.step = 0
         self.critical_alert = False  # acted on by every rank
         self.diverged = False  # the last update was refused: its loss or gradient was non-finite
@@ -253,7 +255,7 @@ class Trainer:
         """Everything the step needs, as a pure function of the step index (0-based: the update being made)."""
         o, total = self.cfg.optim, self.cfg.optim.steps
         healthy = StepSettings(
-            lr=warmup_cosine(step, total, o.warmup_steps, o.lr, o.final_lr, o.start_lr),
+            lr=self.lr_schedule.at(step),
             wd=cosine_schedule(step, total, o.weight_decay, o.final_weight_decay),
             ema_tau=ema_momentum(step, total, self.cfg.ema.start, self.cfg.ema.end, self.cfg.ema.schedule),
             loss=o.loss, grad_clip=o.grad_clip)
