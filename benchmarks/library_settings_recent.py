@@ -177,4 +177,18 @@ RECENT_SETTINGS = (
             "cadences 10/40, 400 steps (never tuned on)", round=40,
             magnitudes=(("collapse", (0.4, 1.2, 3.6)), ("lr_blowup", (5.0, 16.0, 400.0, 1e6)),
                         ("mask_leak", (0.05,)))),
+    # Never tuned on: a user who lowers Adam's betas (0.8 and 0.9: every tuned setting keeps beta2 at 0.95 or 0.999),
+    # so the step size follows each batch's gradient closely, with two targets of 18-25%, the EMA momentum from 0.993
+    # to 0.9995, lr 6e-4 from 2e-5 over 55 steps, weight decay 0.02 to 0.2, readings every 14 steps, the fixed batch
+    # every 28, covariance, parameter distance, weights health and evaluation every 56, 448 steps. Defined and set
+    # training after round 40 was read, before any rule or label was changed on the tuning split's remaining misses.
+    Setting("lowbeta", ("optim.beta1=0.8", "optim.beta2=0.9", "masks.num_targets=2", "masks.target_scale=[0.18, 0.25]",
+                        "ema.start=0.993", "ema.end=0.9995", "optim.lr=6e-4", "optim.start_lr=2e-5",
+                        "optim.warmup_steps=55", "optim.weight_decay=0.02", "optim.final_weight_decay=0.2",
+                        "optim.steps=448", *cadences(14, 28, 56, 56, 112)),
+            448, (112, 224, 336), 112, "tiny with Adam's betas at 0.8 and 0.9, two targets of 18-25%, the EMA momentum "
+            "from 0.993 to 0.9995, lr 6e-4 from 2e-5 over 55 steps, weight decay 0.02 to 0.2, the fixed batch every "
+            "28 steps, cadences 14/56, 448 steps (never tuned on)", round=41,
+            magnitudes=(("collapse", (0.37, 1.08, 3.4)), ("lr_blowup", (5.2, 17.0, 470.0, 1e6)),
+                        ("mask_leak", (0.045,)))),
 )
