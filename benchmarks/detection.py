@@ -41,7 +41,7 @@ MADE_FOR = {
     "variance_collapse": {"collapse"}, "steady_collapse": {"collapse"}, "rank_collapse": {"collapse"},
     "false_comfort": {"collapse"}, "online_collapse": {"collapse"},
     "ema_stalled": {"frozen_target", "target_copies_online"}, "ema_runaway": {"lr_blowup"},
-    "divergence": {"lr_blowup"},
+    "divergence": {"lr_blowup"}, "predictor_collapse": {"lr_blowup"},
 }
 
 
@@ -94,20 +94,31 @@ class Judgement:
         return None if self.first is None or baseline is None else baseline - self.first
 
 
-def judge(case_dir: Path, rules: RulesConfig | None = None) -> Judgement:
+def whole_rows(case_dir: Path) -> tuple[dict, list[dict], list[dict] | None]:
+    """(case.json, the run's rows as the rules replay them, its healthy run's rows or None for a healthy run).
+
+    Up to its onset a fault run is its healthy run bit for bit, and its record keeps there only the metrics read
+    when it was recorded: the rows up to the onset are the healthy run's, so a rule on a metric added since (e.g.
+    predictor_collapse's) has the history a live run gives it."""
     info, rows = load_case(case_dir)
+    if info["fault"] is None:
+        return info, rows, None
+    parent = case_dir.parent / f"healthy_s{info['seed']}"
+    if not (parent / "case.json").is_file():
+        raise FileNotFoundError(f"{case_dir}: its healthy run {parent} is not recorded (train it with "
+                                f"`python benchmarks/library.py --train`)")
+    healthy = load_case(parent)[1]
     onset = info["onset"]
-    alerts = evaluate_rows(rows, rules, **run_facts(case_dir))  # the record keeps its run's config.toml
-    after = -1 if onset is None else onset  # rows at step s describe the state after update s
+    return info, [r for r in healthy if r["step"] <= onset] + [r for r in rows if r["step"] > onset], healthy
+
+
+def judge(case_dir: Path, rules: RulesConfig | None = None) -> Judgement:
     # A healthy run is judged by the same definition from its first reading: it must come out benign, or the
     # definition (not the rules) is wrong; the summary reports it as a check of the labels.
-    healthy = None
-    if info["fault"] is not None:
-        parent = case_dir.parent / f"healthy_s{info['seed']}"
-        if not (parent / "case.json").is_file():
-            raise FileNotFoundError(f"{case_dir}: its healthy run {parent} is not recorded (train it with "
-                                    f"`python benchmarks/library.py --train`)")
-        healthy = load_case(parent)[1]
+    info, rows, healthy = whole_rows(case_dir)
+    onset = info["onset"]
+    after = -1 if onset is None else onset  # rows at step s describe the state after update s
+    alerts = evaluate_rows(rows, rules, **run_facts(case_dir))  # the record keeps its run's config.toml
     harm_step, why = harm(rows, after, healthy)
     # The first loss reading that the fault could have changed: one whose row still equals the run without the fault
     # in every logged value saw nothing of it (round 19's depth3 lr x1800 from update 480 read the same at 481, to

@@ -130,15 +130,18 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     # rounds 36 and 37, recorded on the same rules (71c10261 changed no behaviour), tested them too. Round 38 was
     # defined and set training on those rules; ema_runaway's schedule-relative feature jump and ema_stalled's
     # momentum floor were then chosen on rounds 1-37, so rounds 35-37 are tuning data; round 38 tested those rules,
-    # read once, and online_collapse's wait was chosen again on rounds 1-38: round 39 tests the rules since.
-    assert all(c.split == "tune" for r in range(2, 39) for c in LIBRARY.round_cases(r))
+    # read once, and online_collapse's wait was chosen again on rounds 1-38: rounds 39-40 tested the rules since.
+    # Round 41 was defined and set training on those rules; predictor_collapse and false_comfort's confirmation
+    # were then chosen on rounds 1-40, so rounds 39-40 are tuning data and round 41 tests the rules since.
+    assert all(c.split == "tune" for r in range(2, 41) for c in LIBRARY.round_cases(r))
     assert (cases["thinpred/collapse_0.45_at110_s55"].round, cases["thinpred/collapse_0.45_at110_s55"].split) == (
         28, "tune")
-    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (39, 41)
-    assert all(c.split == "test" for r in (39, 40, 41) for c in LIBRARY.round_cases(r))
+    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (41, 41)
+    assert all(c.split == "test" for c in LIBRARY.round_cases(41))
     assert (cases["tiny/healthy_s73"].round, cases["tiny/healthy_s73"].split) == (37, "tune")
     assert (cases["slowlr/healthy_s75"].round, cases["longramp/healthy_s0"].split) == (38, "tune")
-    assert (cases["calib/healthy_s77"].round, cases["flatwd/healthy_s0"].split) == (39, "test")
+    assert (cases["calib/healthy_s77"].round, cases["flatwd/healthy_s0"].split) == (39, "tune")
+    assert (cases["shallow/healthy_s81"].round, cases["lowbeta/healthy_s0"].split) == (41, "test")
 
 
 def test_a_study_round_is_tuning_data_and_holds_each_fault_runs_parent():
@@ -458,13 +461,17 @@ def test_a_fault_record_is_judged_as_its_whole_stream():
 
     faults = [d for d in RECORDED if json.loads((d / "case.json").read_text())["fault"] is not None]
     assert len(faults) > 400
+    kept = RulesConfig(predictor_collapse_fraction=0.0)
     for case_dir in faults:
         info, rows = LIBRARY.load_case(case_dir)
         healthy = LIBRARY.load_case(case_dir.parent / f"healthy_s{info['seed']}")[1]
         onset = info["onset"]
         whole = [r for r in healthy if r["step"] <= onset] + [r for r in rows if r["step"] > onset]
         assert sum(map(len, whole)) > sum(map(len, rows)), case_dir  # the record really is thinner
-        assert evaluate_rows(rows) == evaluate_rows(whole), case_dir
+        assert DETECTION.whole_rows(case_dir)[1] == whole  # what the benchmark replays
+        # The rules whose metrics every record kept before its onset judge the record alone as the whole stream;
+        # predictor_collapse (round 41) reads a metric that the records made before it dropped there.
+        assert evaluate_rows(rows, kept) == evaluate_rows(whole, kept), case_dir
         assert DETECTION.harm(rows, onset, healthy) == DETECTION.harm(whole, onset, healthy), case_dir
 
 
@@ -515,11 +522,14 @@ def test_recorded_case_is_what_the_library_would_train_now(case_dir):
 # (test_a_slow_lr_warm_up_moves_the_feature_distance_by_the_schedule_not_by_a_jump,
 # test_a_copied_target_shows_in_the_logged_momentum_at_the_first_basic_reading,
 # test_a_scrambling_lr_blow_up_shows_in_the_prediction_losing_the_target). Seed 3's, whose agreement fell at most
-# 15% within 30 steps (at its harm step, 220), is still missed.
+# 15% within 30 steps (at its harm step, 220), is still missed. Rounds 38-40 (tuning data since round 41's changes)
+# brought none. Then `smallctx`'s lr x35 from 140 came off the list (predictor_collapse at 147, 21 steps before the
+# loss: test_an_lr_blow_up_that_silences_the_predictor_is_caught_before_the_loss_jumps) and so did `smallctx`'s
+# critical false_comfort on a benign lr x8 (one reading of it, the run's last: a warning since false_comfort is
+# critical only at its second reading in a row). `manytargets`' lr x30 held the combination for its last three
+# readings (280, 288, 296) and stays.
 KNOWN_TUNING_MISSES: list[str] = ["cosema/lr_blowup_5_at110_s3 missed",
-                                  "smallctx/lr_blowup_35_at140_s4 not before loss",
                                   "manytargets/lr_blowup_30_at200_s1 critical false alarm",
-                                  "smallctx/lr_blowup_8_at140_s48 critical false alarm",
                                   "quick/healthy_s37 labelled harmful", "shallow/healthy_s1 labelled harmful",
                                   "shallow/healthy_s41 labelled harmful"]
 
@@ -528,16 +538,34 @@ def test_a_late_lr_blow_up_on_a_flat_schedule_is_caught_by_the_target_online_dis
     # Round 25's misses on the rules of f2f983b: lr x9.5 and x42 from step 390 of `flatlr` scrambled the
     # representation (spreads rising, the probe falling). The feature distance on the fixed batch read 3.5x and 6.2x
     # its previous reading at 416, its first reading after the onset; with the jump off, x9.5 draws no alert before
-    # its harm (455) and x42 none before the loss-only baseline (440).
+    # its harm (455) and x42 none before the loss-only baseline (440) but predictor_collapse's (since round 41: the
+    # predictor's spread at 400, 16 steps earlier still).
     off = RulesConfig(ema_runaway_jump_ratio=0.0, ema_runaway_feature_jump_ratio=0.0)
     for name, ratio in (("flatlr/lr_blowup_9.5_at390_s2", 3.5), ("flatlr/lr_blowup_42_at390_s3", 6.2)):
         judged = DETECTION.judge(LIBRARY.LIBRARY / name)
-        first = min(judged.alerts, key=lambda a: a.step)
+        first = next(a for a in judged.alerts if a.rule == "ema_runaway")
         assert (first.step, first.rule, first.metric) == (416, "ema_runaway", "ema/fixed_batch_distance")
         assert first.step < judged.harm_step and (judged.loss_step is None or first.step < judged.loss_step)
         assert f"{ratio:.1f}x its previous reading" in first.message
         without = DETECTION.judge(LIBRARY.LIBRARY / name, off)
-        assert all(a.step > 416 for a in without.alerts)
+        assert all(a.step > 416 or a.rule == "predictor_collapse" for a in without.alerts)
+        assert [(a.rule, a.step) for a in judged.alerts if a.step < 416] == (
+            [("predictor_collapse", 400)] if ratio > 5 else [])
+
+
+def test_an_lr_blow_up_that_silences_the_predictor_is_caught_before_the_loss_jumps():
+    # Round 23's miss, on the tuning split until round 41: `smallctx`'s lr x35 from step 140 (seed 4) jumped the loss
+    # at 168, and every rule spoke at 168 or later. Its predictor's output spread over the batch read 0.0065 at 147,
+    # 0.04 of its 0.16 at 140 (its healthy run: 0.15): predictor_collapse warns there, 21 steps before the loss.
+    judged = DETECTION.judge(LIBRARY.LIBRARY / "smallctx/lr_blowup_35_at140_s4")
+    first = judged.alerts[0]
+    assert (first.rule, first.step, first.severity, first.metric) == (
+        "predictor_collapse", 147, "warning", "pred/std_mean")
+    assert (judged.loss_step, judged.eval_step is None or judged.eval_step > 147, judged.harm_step) == (168, True, 189)
+    assert "0.04" in first.message and "of its 0.16" in first.message
+    without = DETECTION.judge(LIBRARY.LIBRARY / "smallctx/lr_blowup_35_at140_s4",
+                              RulesConfig(predictor_collapse_fraction=0.0))
+    assert without.first == 168 and not without.beats(without.loss_step)
 
 
 def test_a_collapse_continuing_the_early_descent_is_caught_by_its_pace_at_any_fixed_batch_cadence():
@@ -705,9 +733,11 @@ def test_a_halving_at_the_last_reading_is_harm_and_an_alert_before_it_is_no_fals
     # against its healthy run's 0.18, prediction cosine 0.84, the fixed-batch spread 40% down in 80 steps), on a run
     # the label called benign: its pooled rank read 0.45 of the healthy run's at step 450, its last reading, where
     # the library stops it. Trained on to step 540, it read 0.41 and 0.38 (the std halved from 495): harm.
+    # Since round 41 false_comfort warns at its first reading and is critical at the next that still holds it.
     judged = DETECTION.judge(LIBRARY.LIBRARY / "warmup/lr_blowup_25_at300_s1")
     assert (judged.harm_step, judged.harm_why) == (450, "effective_rank halved")
-    assert [(a.rule, a.step) for a in judged.criticals] == [("false_comfort", 405)]
+    assert [(a.rule, a.step) for a in judged.criticals] == [("false_comfort", 420)]
+    assert ("false_comfort", 405, "warning") in [(a.rule, a.step, a.severity) for a in judged.alerts]
     assert judged.first is not None and judged.first < judged.harm_step
 
 
@@ -901,7 +931,7 @@ def test_the_rules_meet_every_target_on_the_tuning_split():
 def test_resplit_moves_recorded_cases_to_the_split_cases_py_gives_them_now(tmp_path):
     # A rule change moves FIRST_TEST_ROUND: the records keep their streams, only case.json's split and round follow.
     old = {"setting": "slowlr", "seed": 4, "fault": None, "split": "test", "round": 37, "status": "finished"}
-    new = {"setting": "flatwd", "seed": 0, "fault": None, "split": "test", "round": 39, "status": "finished"}
+    new = {"setting": "lowbeta", "seed": 0, "fault": None, "split": "test", "round": 41, "status": "finished"}
     for info in (old, new):
         (tmp_path / info["setting"] / f"healthy_s{info['seed']}").mkdir(parents=True)
         (tmp_path / info["setting"] / f"healthy_s{info['seed']}" / "case.json").write_text(json.dumps(info))

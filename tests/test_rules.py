@@ -23,7 +23,7 @@ Mutator = Callable[[int, dict], None]
 
 def synthetic_run(seed: int, steps: int = STEPS, mutate: Mutator | None = None, noise: float = 1.0) -> list[dict]:
     """A healthy-looking sparse metric stream; `mutate(step, row)` plants a fault in place."""
-    rng, online_rng = random.Random(seed), random.Random(seed + 1000)
+    rng, online_rng, pred_rng = random.Random(seed), random.Random(seed + 1000), random.Random(seed + 2000)
 
     def jitter(sigma: float) -> float:
         return 1.0 + noise * rng.gauss(0.0, sigma)
@@ -44,6 +44,8 @@ def synthetic_run(seed: int, steps: int = STEPS, mutate: Mutator | None = None, 
             row["target/norm_mean"] = 8.0 * jitter(0.02)
             row["target/dead_dim_fraction"] = max(0.0, 0.01 + noise * rng.gauss(0.0, 0.01))
             row["pred_target/cosine"] = 0.3 + 0.4 * step / steps + noise * rng.gauss(0.0, 0.02)
+            # the predictor's output spread over the batch (its own generator, as the online spread's)
+            row["pred/std_mean"] = 0.15 * (1.0 + noise * pred_rng.gauss(0.0, 0.05))
         if step % COV == 0:
             row["target/effective_rank"] = 30.0 * jitter(0.04)
             # healthy slow drift: token rank falls ~25% over 170 steps (as measured on a real tiny run)
@@ -903,9 +905,68 @@ def test_false_comfort_when_variance_and_rank_collapse_together_while_prediction
                 row["pred_target/cosine"] = 0.97
 
     rows = synthetic_run(10, mutate=comfort)
-    alert = single_alert(rows, "false_comfort", 125, 180)
-    assert alert.severity == "critical" and alert.metric == "pred_target/cosine"
+    # A warning at its first reading, critical at the next one that still holds it (one episode: nothing after).
+    warning, critical = alerts_of(rows, "false_comfort")
+    assert (warning.severity, critical.severity) == ("warning", "critical")
+    assert 125 <= warning.step < critical.step <= 180 and critical.metric == "pred_target/cosine"
+    assert [r["step"] for r in rows if "pred_target/cosine" in r and warning.step < r["step"]][0] == critical.step
+    assert "2 readings in a row" in critical.message and "in a row" not in warning.message
     assert alerts_of(rows, "variance_collapse") and alerts_of(rows, "rank_collapse")  # both underlying collapses
+    # rules.false_comfort_critical_readings=1: critical at once, as before round 41 (one alert).
+    (at_once,) = alerts_of(rows, "false_comfort", RulesConfig(false_comfort_critical_readings=1))
+    assert (at_once.step, at_once.severity) == (warning.step, "critical")
+
+
+def test_false_comfort_held_for_one_reading_only_stays_a_warning() -> None:
+    # The combination at one reading and gone at the next (the cosine drops back below its floor): a warning, never
+    # critical; rounds 22 and 24's benign lr blow-ups drew a critical alert at their run's last reading this way.
+    def one_reading(step: int, row: dict) -> None:
+        if step >= 120:
+            for key in ("target/std_l2n", "target/token_effective_rank"):
+                if key in row:
+                    row[key] *= 0.5 ** ((step - 120) / 15)
+        if "pred_target/cosine" in row:
+            row["pred_target/cosine"] = 0.97 if step == 140 else 0.2
+
+    found = alerts_of(synthetic_run(10, mutate=one_reading), "false_comfort")
+    assert [(a.step, a.severity) for a in found] == [(140, "warning")]
+
+
+def test_predictor_collapse_when_the_predictor_output_spread_falls_within_a_reading() -> None:
+    # From step 200 the predictor answers every target alike: its spread over the batch falls to a tenth at once.
+    def predictor_dies(step: int, row: dict) -> None:
+        if step >= 200 and "pred/std_mean" in row:
+            row["pred/std_mean"] *= 0.1
+
+    rows = synthetic_run(3, mutate=predictor_dies)
+    alert = single_alert(rows, "predictor_collapse", 200, 200)
+    assert (alert.severity, alert.metric) == ("warning", "pred/std_mean")
+    assert "of its" in alert.message and "within 40 steps" in alert.message and "learning rate" in alert.message
+    assert alerts_of(rows, "predictor_collapse", RulesConfig(predictor_collapse_fraction=0.0)) == []  # 0: off
+    # A fall to a quarter stays above the fraction of 0.2; at a fraction of 0.3 it fires.
+    def quarter(step: int, row: dict) -> None:
+        if step >= 200 and "pred/std_mean" in row:
+            row["pred/std_mean"] *= 0.25
+
+    assert alerts_of(synthetic_run(3, mutate=quarter), "predictor_collapse") == []
+    assert alerts_of(synthetic_run(3, mutate=quarter), "predictor_collapse", RulesConfig(predictor_collapse_fraction=0.3))
+
+
+def test_predictor_collapse_is_silent_on_a_slow_fall_in_warm_up_and_without_the_metric() -> None:
+    # Halving every 60 steps: each reading stays above 0.2 of the highest of the 40 steps before it.
+    def slow(step: int, row: dict) -> None:
+        if step >= 100 and "pred/std_mean" in row:
+            row["pred/std_mean"] *= 0.5 ** ((step - 100) / 60)
+
+    assert alerts_of(synthetic_run(4, mutate=slow), "predictor_collapse") == []
+    # A fall inside the rules' warm-up (the first 60 steps) is not judged; back at its level after it.
+    def early(step: int, row: dict) -> None:
+        if 30 <= step < 60 and "pred/std_mean" in row:
+            row["pred/std_mean"] *= 0.05
+
+    assert alerts_of(synthetic_run(4, mutate=early), "predictor_collapse") == []
+    without = [{k: v for k, v in row.items() if k != "pred/std_mean"} for row in synthetic_run(4, mutate=slow)]
+    assert alerts_of(without, "predictor_collapse") == []
 
 
 def test_online_collapse_when_the_online_spread_falls_far_below_the_targets() -> None:
@@ -1018,7 +1079,8 @@ def test_every_rule_has_a_name_and_follows_the_protocol() -> None:
     names = {r.name for r in rules}
     # dead_dimensions, ema_schedule and not_learning were removed: no recorded case could make them fire
     assert names == {"mask_leak", "target_gradients", "non_finite", "variance_collapse", "steady_collapse",
-                     "online_collapse", "rank_collapse", "ema_stalled", "ema_runaway", "false_comfort", "divergence"}
+                     "online_collapse", "rank_collapse", "ema_stalled", "ema_runaway", "false_comfort", "divergence",
+                     "predictor_collapse"}
     assert all(isinstance(r, Rule) for r in rules)
 
 

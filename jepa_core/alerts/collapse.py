@@ -320,6 +320,7 @@ class FalseComfortRule(RuleBase):
     def __init__(self, cfg: RulesConfig, variance: VarianceCollapseRule, rank: RankCollapseRule) -> None:
         super().__init__(cfg)
         self.variance, self.rank = variance, rank
+        self.escalated = False  # the critical alert of the current episode came
         self.watches = frozenset({self.metric, *variance.watches, *rank.watches})
 
     def update(self, row: dict) -> list[Alert]:
@@ -328,13 +329,28 @@ class FalseComfortRule(RuleBase):
         if cosine is None:
             return []
         both = bool(self.variance.breaking) and bool(self.rank.breaking)
-        if self.gate.observe(self.metric, both and cosine >= cfg.false_comfort_cosine, cfg.false_comfort_patience):
-            return [self._alert(step, "critical", self.metric, cosine, (
-                f"false comfort: predictions match targets (cosine {fmt(cosine)}) while both the target variance "
-                f"({', '.join(sorted(self.variance.breaking))}) and its rank ({', '.join(sorted(self.rank.breaking))}) "
-                f"collapse at step {step}; a constant target is trivially predictable. Check first the EMA "
-                "momentum, any extra loss term and the learning rate; do not trust the loss."))]
+        held = both and cosine >= cfg.false_comfort_cosine
+        first = self.gate.observe(self.metric, held, cfg.false_comfort_patience)
+        if first:
+            self.escalated = False
+        # Critical only once the combination has held `false_comfort_critical_readings` readings in a row: one
+        # reading of it also comes where an lr blow-up bends the representation without harming it.
+        streak = self.gate.streaks.get(self.metric, 0)
+        if held and not self.escalated and (first or not self.gate.armed) \
+                and streak >= max(cfg.false_comfort_critical_readings, cfg.false_comfort_patience):
+            self.escalated = True
+            return [self._comfort_alert(step, "critical", cosine, streak)]
+        if first:
+            return [self._comfort_alert(step, "warning", cosine, streak)]
         return []
+
+    def _comfort_alert(self, step: int, severity: str, cosine: float, streak: int) -> Alert:
+        held = f" for {streak} readings in a row" if streak > 1 else ""
+        return self._alert(step, severity, self.metric, cosine, (
+            f"false comfort: predictions match targets (cosine {fmt(cosine)}) while both the target variance "
+            f"({', '.join(sorted(self.variance.breaking))}) and its rank ({', '.join(sorted(self.rank.breaking))}) "
+            f"collapse at step {step}{held}; a constant target is trivially predictable. Check first the EMA "
+            "momentum, any extra loss term and the learning rate; do not trust the loss."))
 
 
 class OnlineCollapseRule(RuleBase):

@@ -22,6 +22,7 @@ import math
 from jepa_core.alerts.base import Alert, Rule, RuleBase, fmt, number
 from jepa_core.alerts.collapse import (FalseComfortRule, OnlineCollapseRule, RankCollapseRule, SteadyCollapseRule,
                                        Trend, VarianceCollapseRule)
+from jepa_core.alerts.predictor import PredictorCollapseRule
 from jepa_core.alerts.detectors import EpisodeGate, OneSidedCusum, RobustBaseline
 from jepa_core.config.rules import RulesConfig, split_names
 from jepa_core.method.schedules import LrSchedule
@@ -356,4 +357,5 @@ def build_rules(cfg: RulesConfig, feature_dim: int | None = None, lr_schedule: L
         EmaRunawayRule(cfg, lr_schedule),
         FalseComfortRule(cfg, variance, rank),  # after the two it reads, so it sees this row's verdicts
         DivergenceRule(cfg),
+        PredictorCollapseRule(cfg),
     ]

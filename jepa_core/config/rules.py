@@ -185,6 +185,13 @@ class RulesConfig:
     # at 150 with the shorter wait, are caught at 180 (variance_collapse and online_collapse), 20-40 steps before
     # their harm and before both baselines.
     online_lead_after_warmups: float = 2.75
+    # predictor_collapse: pred/std_mean (the spread of the predictor's outputs over the batch) below this fraction of
+    # its highest reading of the last predictor_collapse_window_steps steps (from warmup_steps). Chosen on rounds
+    # 1-40 (benchmarks/predictor_spread.py): the 464 healthy runs fell at most to 0.31 (0.27 over 60 steps), and 34
+    # harmful runs (lr blow-ups) fell below 0.2 before any other rule spoke, `smallctx`'s lr x35 from 140 (seed 4)
+    # to 0.04 at 147, where the loss jumped only at 168. 0 turns it off.
+    predictor_collapse_fraction: float = 0.2
+    predictor_collapse_window_steps: int = 40
     # ema_stalled: ema/relative_param_l2 or ema/fixed_batch_distance at exactly 0 (target copies online), or target
     # statistics exactly frozen while ema/param_l2 or ema/fixed_batch_distance keeps changing (target never updated)
     ema_stalled_warmup_steps: int = 1  # at step 0 the target is a copy of the online encoder by construction
@@ -219,6 +226,9 @@ class RulesConfig:
     # still matches the target
     false_comfort_cosine: float = 0.5
     false_comfort_patience: int = 1
+    # ... a warning at its first reading, critical once it has held this many readings in a row (1: critical at once).
+    # Rounds 22 and 24's two critical false alarms (benign lr blow-ups) came at the last reading of their runs.
+    false_comfort_critical_readings: int = 2
     # divergence: one-sided CUSUM on log grad_norm against a robust running baseline, and loss z-score spikes
     divergence_warmup_steps: int = 50  # lr warm-up makes grad_norm climb on healthy runs
     divergence_baseline_alpha: float = 0.2  # per-reading weight of the robust baseline (log grad_norm and loss)
@@ -272,7 +282,7 @@ class RulesConfig:
             if f.name == "first_descent_fall" and not value < 1:
                 raise ValueError(f"{key}: must be in [0, 1), got {value}")
             if f.name in ("steady_batch_fall", "steady_late_fall", "steady_steep_fall", "steady_steep_batch_fall",
-                          "divergence_agreement_fall",
+                          "divergence_agreement_fall", "predictor_collapse_fraction",
                           "rank_floor_fraction", "ema_stalled_max_momentum") and not value < 1:
                 raise ValueError(f"{key}: must be in [0, 1), got {value}")
             if f.name == "steady_fall" and not 0 < value < 1:

@@ -142,7 +142,8 @@ METRICS: tuple[Metric, ...] = (
     _m("online/fixed_batch_std_mean", "fixed_batch", _panel(_EMA), _signal("variance", 3),
        read_by=("online_collapse",)),
     _m("pred/norm_mean", "representation", _panel(_PRED_REP)),
-    _m("pred/std_mean", "representation", _panel(_PRED_REP)),
+    # Its spread over the batch: a predictor that stops reading its context answers every target alike.
+    _m("pred/std_mean", "representation", _panel(_PRED_REP), _signal("variance", 4), read_by=("predictor_collapse",)),
     _m("pred/dead_dim_fraction", "representation", _panel(_PRED_REP), _signal("dead", 1)),
     _m("pred/effective_rank", "covariance", _panel(_PRED_REP)),
     _m("mask/context_count", "mask_check", _panel(_MASK)),
