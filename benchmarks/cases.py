@@ -233,6 +233,9 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    momentum from 0.993 to 0.9995, cadences 14/56), seeds 81-82 of shallow (healthy and a grid: two of the three
 #    healthy runs the harm label calls harmful are shallow's) and of quick and calib (healthy only), defined and set
 #    training after round 40 was read, before any rule or label was changed on the tuning split's remaining misses.
+#    predictor_collapse and false_comfort's confirmation at a second reading were then chosen on rounds 1-40 (tuning
+#    data since) and frozen (25d68532). Read once: every target met (32/32 caught, all at or before harm, 26/26 not
+#    blunt before both baselines, no critical alert on 11 healthy and 12 benign runs, no healthy warning).
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
