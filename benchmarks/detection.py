@@ -136,6 +136,17 @@ def library_cases(root: Path = LIBRARY) -> list[Path]:
     return sorted(p.parent for p in root.glob("*/*/case.json"))
 
 
+def study_arguments(doc: str, argv: list[str] | None) -> tuple[argparse.Namespace, RulesConfig]:
+    """(arguments, rules) of a study of one rule on the library: a split (tuning unless asked: the test split is for
+    reporting), thresholds changed by --set, and the library's root."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--split", choices=("tune", "test", "both"), default="tune")
+    p.add_argument("--set", action="append", default=[], metavar="rules.KEY=VALUE")
+    p.add_argument("--library", type=Path, default=LIBRARY)
+    args = p.parse_args(argv)
+    return args, apply_overrides(Config(), args.set).rules
+
+
 # ------------------------------------------------------------------------------------------------------ reporting
 
 

@@ -17,16 +17,15 @@ test split is for reporting).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from detection import judge, library_cases  # noqa: E402
+from detection import judge, library_cases, study_arguments  # noqa: E402
 from library import LIBRARY, Case, load_case  # noqa: E402
 
-from jepa_core.config import Config, RulesConfig, apply_overrides  # noqa: E402
+from jepa_core.config import RulesConfig  # noqa: E402
 from jepa_core.workbench.doctor import run_facts  # noqa: E402
 
 ONLINE, TARGET = "online/fixed_batch_std_mean", "target/fixed_batch_std_mean"
@@ -50,12 +49,7 @@ def largest_fall(series: list[tuple[int, float]], rules: RulesConfig, after: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--split", choices=("tune", "test", "both"), default="tune")
-    p.add_argument("--set", action="append", default=[], metavar="rules.KEY=VALUE")
-    p.add_argument("--library", type=Path, default=LIBRARY)
-    args = p.parse_args(argv)
-    rules = apply_overrides(Config(), args.set).rules
+    args, rules = study_arguments(__doc__, argv)
     without = replace(rules, online_lead_floor=0.0)
     healthy, faults = [], []
     for case_dir in library_cases(args.library):

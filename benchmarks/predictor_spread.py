@@ -13,17 +13,16 @@ comes before every other rule's first alert. Tuning split unless asked (the test
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from detection import judge, library_cases, whole_rows  # noqa: E402
-from library import LIBRARY, Case  # noqa: E402
+from detection import judge, library_cases, study_arguments, whole_rows  # noqa: E402
+from library import Case  # noqa: E402
 
-from jepa_core.config import Config, RulesConfig, apply_overrides  # noqa: E402
+from jepa_core.config import RulesConfig  # noqa: E402
 
 SPREAD = "pred/std_mean"
 
@@ -42,12 +41,7 @@ def fractions(rows: list[dict], rules: RulesConfig, after: int = -1) -> list[tup
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--split", choices=("tune", "test", "both"), default="tune")
-    p.add_argument("--set", action="append", default=[], metavar="rules.KEY=VALUE")
-    p.add_argument("--library", type=Path, default=LIBRARY)
-    args = p.parse_args(argv)
-    rules = apply_overrides(Config(), args.set).rules
+    args, rules = study_arguments(__doc__, argv)
     without = replace(rules, predictor_collapse_fraction=0.0)
     healthy, harmful, benign, first = [], [], [], []
     for case_dir in library_cases(args.library):
