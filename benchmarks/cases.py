@@ -236,6 +236,10 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    predictor_collapse and false_comfort's confirmation at a second reading were then chosen on rounds 1-40 (tuning
 #    data since) and frozen (25d68532). Read once: every target met (32/32 caught, all at or before harm, 26/26 not
 #    blunt before both baselines, no critical alert on 11 healthy and 12 benign runs, no healthy warning).
+# 42. the never-tuned `batch24` setting (all seeds: batch 24, a 3-block predictor, readings every 25 steps: the
+#    tiny, sparsely read batch where predictor_collapse said it would warn), and healthy seeds 83-84 of deep, fastema,
+#    blocks and twoblock (the settings whose healthy predictor spreads fell furthest in 40 steps), defined after
+#    round 41 was read, with no rule changed since: a second test of the rules of 25d68532.
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
@@ -244,7 +248,7 @@ ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (1
                22: (43, 44), 23: (45, 46), 24: (47, 48), 25: (49, 50), 26: (51, 52), 27: (53, 54),
                28: (55, 56), 29: (57, 58), 30: (59, 60), 31: (61, 62), 32: (63, 64),
                33: (65, 66), 34: (67, 68), 35: (69, 70), 36: (71, 72), 37: (73, 74), 38: (75, 76), 39: (77, 78), 40: (79, 80),
-               41: (81, 82)}
+               41: (81, 82), 42: (83, 84)}
 ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny", "wide"),
                        5: ("tiny", "momentum"), 6: ("sparse",), 7: ("blocks",),
                        8: ("batch32",), 10: ("batch32_fb",), 11: ("mse",),
@@ -280,7 +284,7 @@ ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           35: ("hotlr", "quick", "latewarm"), 36: ("heads8", "shallow"),
                           37: ("calib", "smallctx"), 38: ("calib", "steepwarm"),
                           39: ("calib", "heads8", "fastema"), 40: ("narrow", "momentum"),
-                          41: ("quick", "calib")}  # ... healthy runs only
+                          41: ("quick", "calib"), 42: ("deep", "fastema", "blocks", "twoblock")}  # ... healthy runs only
 # A study round: the cases it names, all tuning data (not a test of any rule).
 _STUDY_HEALTHY = (("shallow", 67), ("shallow", 68), ("twoblock", 67), ("depth3", 67), ("thinpred", 67),
                   ("thinpred", 68), ("augment", 67), ("augment", 68), ("cosema", 67), ("calib", 67), ("hotlr", 67),
@@ -295,7 +299,7 @@ _STUDY_FAULTS = (("thinpred", 67, "collapse", 0.45, 110), ("thinpred", 68, "coll
                  ("hotlr", 67, "lr_blowup", 6.5, 120), ("twoblock", 67, "lr_blowup", 12.0, 150),
                  ("tiny", 67, "collapse", 0.3, 800), ("depth3", 67, "collapse", 0.27, 320))
 STUDY_ROUNDS = {34}
-TEST_ROUND = 41  # the newest round of the test split (a study round is never one)
+TEST_ROUND = 42  # the newest round of the test split (a study round is never one)
 # Every round since this one was recorded after the rules it tests were frozen, and no rule has changed since: each
 # is a test of the same rules. Move it to the next round when a rule or a label changes.
 FIRST_TEST_ROUND = 41

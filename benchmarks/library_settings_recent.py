@@ -191,4 +191,17 @@ RECENT_SETTINGS = (
             "28 steps, cadences 14/56, 448 steps (never tuned on)", round=41,
             magnitudes=(("collapse", (0.37, 1.08, 3.4)), ("lr_blowup", (5.2, 17.0, 470.0, 1e6)),
                         ("mask_leak", (0.045,)))),
+    # Never tuned on: a user on a small GPU with a batch of 24 (every tuned setting: 32 or more), lr 3e-4 from 1e-5 over
+    # 80 steps, a 3-block predictor, three targets of 14-20%, readings every 25 steps (the sparsest per-batch cadence
+    # but `batch32`'s), the fixed batch every 50, covariance, parameter distance and weights health every 100,
+    # evaluation every 50, 600 steps. Defined after round 41 was read, with no rule changed since: a second test of the
+    # rules of 25d68532, aimed at predictor_collapse's stated weak spot (a tiny batch read sparsely).
+    Setting("batch24", ("optim.batch_size=24", "optim.lr=3e-4", "optim.start_lr=1e-5", "optim.warmup_steps=80",
+                        "model.pred_depth=3", "masks.num_targets=3", "masks.target_scale=[0.14, 0.2]",
+                        "optim.steps=600", *cadences(25, 50, 100, 50, 150)),
+            600, (150, 300, 450), 150, "tiny with batch 24, lr 3e-4 from 1e-5 over 80 steps, a 3-block predictor, "
+            "three targets of 14-20%, the fixed batch every 50 steps, cadences 25/100, evaluation every 50, 600 steps "
+            "(never tuned on)", round=42,
+            magnitudes=(("collapse", (0.34, 1.06, 3.3)), ("lr_blowup", (5.6, 19.0, 520.0, 1e6)),
+                        ("mask_leak", (0.06,)))),
 )
