@@ -173,29 +173,42 @@ def _status(run_dir: Path) -> str | None:
 
 def _branch(case: Case) -> Path:
     """A fault run's directory: its parent's run up to the onset (stream, config, the onset's checkpoint), with the
-    fault written into the config, so that resuming it trains the fault from the onset on."""
-    from jepa_core.config import apply_overrides, load_config, save_config  # noqa: PLC0415
-
+    fault written into the config, so that resuming it trains the fault from the onset on. Written by a fresh
+    interpreter: the parent's config.toml is then loaded by the code on disk, not by this scheduler's import of it,
+    which a config key added while it runs (a new rule's threshold) made refuse every parent trained since."""
     parent, run = _work_dir(case.parent), _work_dir(case)
     ckpt = parent / "checkpoints" / f"step_{case.onset:07d}.pt"
     if not ckpt.is_file():
         raise FileNotFoundError(f"{case.key}: the healthy run has no checkpoint at the onset ({ckpt})")
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--branch", str(parent), str(run),
+                           str(case.onset), case.name, *case.fault_overrides()],
+                          capture_output=True, text=True, cwd=REPO)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise ValueError(f"{case.key}: branching from {parent} failed: {last}")
+    return run
+
+
+def write_branch(parent: Path, run: Path, onset: int, name: str, overrides: list[str]) -> None:
+    """`_branch`'s work, in the process that runs `library.py --branch`."""
+    from jepa_core.config import apply_overrides, load_config, save_config  # noqa: PLC0415
+
+    ckpt = parent / "checkpoints" / f"step_{onset:07d}.pt"
     tmp = run.with_name(run.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "checkpoints").mkdir(parents=True)
     shutil.copy2(parent / "metrics.jsonl", tmp / "metrics.jsonl")
     meta = json.loads((parent / "meta.json").read_text())
-    (tmp / "meta.json").write_text(json.dumps({**meta, "status": "stopped", "last_step": case.onset}))
-    for name in ("init.pt", ckpt.name, ckpt.name + ".digest"):
-        shutil.copy2(parent / "checkpoints" / name, tmp / "checkpoints" / name)
-    cfg = apply_overrides(load_config(parent / "config.toml"), case.fault_overrides())
-    cfg.logging.name = case.name
+    (tmp / "meta.json").write_text(json.dumps({**meta, "status": "stopped", "last_step": onset}))
+    for name_ in ("init.pt", ckpt.name, ckpt.name + ".digest"):
+        shutil.copy2(parent / "checkpoints" / name_, tmp / "checkpoints" / name_)
+    cfg = apply_overrides(load_config(parent / "config.toml"), overrides)
+    cfg.logging.name = name
     save_config(cfg, tmp / "config.toml")
     if cfg.faults.target_gradients:
-        _add_target_params_to_optimizer(cfg, tmp / "checkpoints", case.onset)
+        _add_target_params_to_optimizer(cfg, tmp / "checkpoints", onset)
     shutil.rmtree(run, ignore_errors=True)
     tmp.rename(run)
-    return run
 
 
 def _add_target_params_to_optimizer(cfg, checkpoints: Path, step: int) -> None:
@@ -343,7 +356,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resplit", action="store_true", help="rewrite the recorded cases' split and round from cases.py")
     p.add_argument("--jobs", type=int, default=2, help="training processes at once, one thread each (default 2)")
     p.add_argument("--only", nargs="*", metavar="PATTERN", help="cases whose setting/name matches, e.g. 'calib/*'")
+    p.add_argument("--branch", nargs="+", metavar="ARG", help=argparse.SUPPRESS)  # PARENT RUN ONSET NAME OVERRIDE...
     args = p.parse_args(argv)
+    if args.branch:
+        if len(args.branch) < 4:
+            p.error("--branch needs PARENT RUN ONSET NAME [OVERRIDE ...]")
+        parent, run, onset, name, *overrides = args.branch
+        write_branch(Path(parent), Path(run), int(onset), name, overrides)
+        return 0
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
     if args.resplit:

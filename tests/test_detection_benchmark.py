@@ -955,6 +955,38 @@ def test_a_run_killed_before_its_config_was_written_starts_afresh(tmp_path, monk
     assert run == stale and not run.exists() and "--resume" not in cmd and "--name" in cmd
 
 
+def test_a_branch_is_written_by_a_fresh_interpreter_and_a_failed_one_names_its_case(tmp_path, monkeypatch):
+    # The scheduler runs for an hour; a config key added meanwhile (a new rule's threshold) once made it refuse every
+    # parent config.toml written since. The branch is written by `library.py --branch` in a new process, which loads
+    # the parent's config with the code on disk: here the in-process writer is broken and the branch still comes.
+    from jepa_core.config import save_config
+
+    monkeypatch.setattr(LIBRARY, "WORK", tmp_path / "work")
+    monkeypatch.setitem(LIBRARY.SETTING, "small", LIBRARY.Setting("small", (), 6, (3,), 2, "test"))
+    parent, branch = LIBRARY.Case("small", 0), LIBRARY.Case("small", 0, "collapse", 3.0, 3)
+    home = LIBRARY._work_dir(parent)
+    (home / "checkpoints").mkdir(parents=True)
+    save_config(apply_overrides(preset("tiny"), ["runtime.seed=0"]), home / "config.toml")
+    (home / "meta.json").write_text(json.dumps({"status": "finished", "last_step": 6}))
+    (home / "metrics.jsonl").write_text(json.dumps({"step": 1, "attempt": 1, "loss": 1.0}) + "\n")
+    for name in ("init.pt", "step_0000003.pt", "step_0000003.pt.digest"):
+        (home / "checkpoints" / name).write_bytes(name.encode())
+
+    def broken(*args):
+        raise AssertionError("the scheduler's process must not write the branch")
+
+    monkeypatch.setattr(LIBRARY, "write_branch", broken)
+    run = LIBRARY._branch(branch)
+    cfg = load_config(run / "config.toml")
+    assert (cfg.faults.collapse_weight, cfg.faults.start_step, cfg.logging.name) == (3.0, 3, branch.name)
+    assert json.loads((run / "meta.json").read_text()) == {"status": "stopped", "last_step": 3}
+    assert (run / "checkpoints" / "step_0000003.pt").read_bytes() == b"step_0000003.pt"
+    assert not run.with_name(run.name + ".tmp").exists()
+    (home / "config.toml").write_text("[rules]\nno_such_threshold = 1\n")  # a parent config that cannot load
+    with pytest.raises(ValueError, match=r"small/collapse_3_at3_s0: branching from .* failed: .*no_such_threshold"):
+        LIBRARY._branch(branch)
+
+
 def test_training_is_resumable_parallel_and_runs_parents_first(tmp_path, monkeypatch):
     """The scheduler with a stand-in trainer: every case recorded once, branches only after their parent, a second
     call trains nothing, a failed parent blocks its branches and is reported."""
