@@ -239,7 +239,9 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 # 42. the never-tuned `batch24` setting (all seeds: batch 24, a 3-block predictor, readings every 25 steps: the
 #    tiny, sparsely read batch where predictor_collapse said it would warn), and healthy seeds 83-84 of deep, fastema,
 #    blocks and twoblock (the settings whose healthy predictor spreads fell furthest in 40 steps), defined after
-#    round 41 was read, with no rule changed since: a second test of the rules of 25d68532.
+#    round 41 was read, with no rule changed since: a second test of the rules of 25d68532. Read once: every target
+#    of the rules met (21/21 caught, all at or before harm, 18/18 not blunt before both baselines, no critical alert
+#    on 13 healthy and 12 benign runs, no healthy warning); the harm label calls healthy twoblock seed 84 harmful.
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
