@@ -6,8 +6,8 @@ Trend rules judge a signal against its own recent level, slope and noise (`detec
 fixed fraction of its peak: a healthy run drifts, by an amount that depends on the setting, while a failure makes a
 signal fall (or climb) faster than it was moving. One level is absolute, set by the model and not the run: the
 patch tokens' rank against the features' width (`rank_collapse`'s floor, when the engine is given the width). The
-representation-collapse rules live in `jepa_core.alerts.collapse`; this module holds the invariants, the EMA and
-divergence rules, and the set.
+representation-collapse rules live in `jepa_core.alerts.collapse`, the predictor's in `jepa_core.alerts.predictor`;
+this module holds the invariants, the EMA and divergence rules, and the set.
 
 The alert type and the rule plumbing live in `jepa_core.alerts.base`, the thresholds in `jepa_core.config.rules`,
 the statistics in `jepa_core.alerts.detectors`; `jepa_core.alerts.engine` runs them over a stream. Each rule names its
