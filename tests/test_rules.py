@@ -895,14 +895,18 @@ def test_the_feature_distance_jump_has_episodes_of_its_own() -> None:
                      (300, "ema/fixed_batch_distance")]
 
 
+def _spread_and_rank_halve_from_120(step: int, row: dict) -> None:
+    if step >= 120:
+        for key in ("target/std_l2n", "target/token_effective_rank"):
+            if key in row:
+                row[key] *= 0.5 ** ((step - 120) / 15)
+
+
 def test_false_comfort_when_variance_and_rank_collapse_together_while_predictions_match() -> None:
     def comfort(step: int, row: dict) -> None:
-        if step >= 120:
-            for key in ("target/std_l2n", "target/token_effective_rank"):
-                if key in row:
-                    row[key] *= 0.5 ** ((step - 120) / 15)
-            if "pred_target/cosine" in row:
-                row["pred_target/cosine"] = 0.97
+        _spread_and_rank_halve_from_120(step, row)
+        if step >= 120 and "pred_target/cosine" in row:
+            row["pred_target/cosine"] = 0.97
 
     rows = synthetic_run(10, mutate=comfort)
     # A warning at its first reading, critical at the next one that still holds it (one episode: nothing after).
@@ -921,10 +925,7 @@ def test_false_comfort_held_for_one_reading_only_stays_a_warning() -> None:
     # The combination at one reading and gone at the next (the cosine drops back below its floor): a warning, never
     # critical; rounds 22 and 24's benign lr blow-ups drew a critical alert at their run's last reading this way.
     def one_reading(step: int, row: dict) -> None:
-        if step >= 120:
-            for key in ("target/std_l2n", "target/token_effective_rank"):
-                if key in row:
-                    row[key] *= 0.5 ** ((step - 120) / 15)
+        _spread_and_rank_halve_from_120(step, row)
         if "pred_target/cosine" in row:
             row["pred_target/cosine"] = 0.97 if step == 140 else 0.2
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 
 from jepa_core.alerts.base import Alert, RuleBase, fmt, number
-from jepa_core.alerts.detectors import FallFromStable, FallingAgain, FallOverWindow, FirstDescent, TrendBreak
+from jepa_core.alerts.detectors import (FallFromStable, FallingAgain, FallOverWindow, FirstDescent, RecentHigh,
+                                        TrendBreak)
 from jepa_core.config.rules import RulesConfig
 from jepa_core.method.schedules import LrSchedule
 
@@ -371,7 +372,7 @@ class OnlineCollapseRule(RuleBase):
     def __init__(self, cfg: RulesConfig, lr_schedule: LrSchedule | None = None) -> None:
         super().__init__(cfg)
         self.watches = frozenset({self.online, self.target})
-        self.recent: list[tuple[int, float]] = []  # (step, online/target) of the settled readings in the window
+        self.high = RecentHigh(cfg.online_lead_window_steps)  # of the settled online/target ratios
         # Readings before this still count as the recent high a fall is measured from.
         self.judged_from = cfg.online_lead_after_warmups * (lr_schedule.warmup_steps if lr_schedule else 0)
 
@@ -381,9 +382,7 @@ class OnlineCollapseRule(RuleBase):
         if cfg.online_lead_floor <= 0 or online is None or target is None or target <= 0:
             return []
         ratio = online / target
-        self.recent = [(s, r) for s, r in self.recent if step - s <= cfg.online_lead_window_steps]
-        before = max((r for _, r in self.recent), default=None)
-        self.recent.append((step, ratio))
+        before = self.high.update(step, ratio)
         fell = (before is not None and step >= self.judged_from and ratio < cfg.online_lead_floor
                 and before >= cfg.online_lead_fall * max(ratio, 1e-12))
         if self.gate.observe(self.online, fell, 1):

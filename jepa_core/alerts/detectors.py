@@ -188,6 +188,25 @@ class TrendBreak:
 
 
 @dataclass
+class RecentHigh:
+    """The highest reading of the last `window_steps` steps before the current one: what a fall within a few readings
+    is measured from (online_collapse's ratio, divergence's prediction agreement, predictor_collapse's spread).
+
+    Memory: the readings of the last `window_steps` steps.
+    """
+
+    window_steps: int
+    recent: list[tuple[int, float]] = field(default_factory=list)
+
+    def update(self, step: int, value: float) -> float | None:
+        """The highest reading within `window_steps` before `step` (None: there is none); then remember this one."""
+        self.recent = [(s, v) for s, v in self.recent if step - s <= self.window_steps]
+        high = max((v for _, v in self.recent), default=None)
+        self.recent.append((step, value))
+        return high
+
+
+@dataclass
 class FallFromStable:
     """A fall of a smooth signal below the level it held when it was last stable.
 

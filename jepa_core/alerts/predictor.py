@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from jepa_core.alerts.base import Alert, RuleBase, fmt
+from jepa_core.alerts.detectors import RecentHigh
 from jepa_core.config.rules import RulesConfig
 
 
@@ -27,7 +28,7 @@ class PredictorCollapseRule(RuleBase):
     def __init__(self, cfg: RulesConfig) -> None:
         super().__init__(cfg)
         self.watches = frozenset({self.metric})
-        self.recent: list[tuple[int, float]] = []  # (step, reading) within the window, warm-up readings included
+        self.high = RecentHigh(cfg.predictor_collapse_window_steps)  # warm-up readings included
 
     def update(self, row: dict) -> list[Alert]:
         cfg, step = self.cfg, row["step"]
@@ -35,9 +36,7 @@ class PredictorCollapseRule(RuleBase):
         if cfg.predictor_collapse_fraction <= 0 or not isinstance(value, (int, float)) or isinstance(value, bool) \
                 or not math.isfinite(value):
             return []
-        self.recent = [(s, v) for s, v in self.recent if step - s <= cfg.predictor_collapse_window_steps]
-        high = max((v for _, v in self.recent), default=None)
-        self.recent.append((step, float(value)))
+        high = self.high.update(step, float(value))
         fell = (step >= cfg.warmup_steps and high is not None and high > 0
                 and value < cfg.predictor_collapse_fraction * high)
         if self.gate.observe(self.metric, fell, 1):

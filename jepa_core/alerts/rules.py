@@ -23,7 +23,7 @@ from jepa_core.alerts.base import Alert, Rule, RuleBase, fmt, number
 from jepa_core.alerts.collapse import (FalseComfortRule, OnlineCollapseRule, RankCollapseRule, SteadyCollapseRule,
                                        Trend, VarianceCollapseRule)
 from jepa_core.alerts.predictor import PredictorCollapseRule
-from jepa_core.alerts.detectors import EpisodeGate, OneSidedCusum, RobustBaseline
+from jepa_core.alerts.detectors import EpisodeGate, OneSidedCusum, RecentHigh, RobustBaseline
 from jepa_core.config.rules import RulesConfig, split_names
 from jepa_core.method.schedules import LrSchedule
 
@@ -266,7 +266,7 @@ class DivergenceRule(RuleBase):
         self.spread_trend = Trend(cfg, cfg.divergence_spread_break, rising=True)
         # The prediction's agreement with the target falling fast: scale-free where the loss is not (a loss that
         # triples from 0.1 is within the noise a steep early descent taught the loss baseline).
-        self.agreement_recent: list[tuple[int, float]] = []
+        self.agreement_high = RecentHigh(cfg.divergence_agreement_window_steps)
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg, alerts = row["step"], self.cfg, []
@@ -320,9 +320,7 @@ class DivergenceRule(RuleBase):
         if cosine is None or cfg.divergence_agreement_fall <= 0:
             return []
         window = cfg.divergence_agreement_window_steps
-        self.agreement_recent = [(s, c) for s, c in self.agreement_recent if step - s <= window]
-        high = max((c for _, c in self.agreement_recent), default=None)
-        self.agreement_recent.append((step, cosine))
+        high = self.agreement_high.update(step, cosine)
         fell = high is not None and high > 0 and cosine <= (1 - cfg.divergence_agreement_fall) * high
         if not self.gate.observe(self.agreement, fell, 1):
             return []
