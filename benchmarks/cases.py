@@ -242,6 +242,11 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    round 41 was read, with no rule changed since: a second test of the rules of 25d68532. Read once: every target
 #    of the rules met (21/21 caught, all at or before harm, 18/18 not blunt before both baselines, no critical alert
 #    on 13 healthy and 12 benign runs, no healthy warning); the harm label calls healthy twoblock seed 84 harmful.
+# 43. the never-tuned `patch8` setting (all seeds: 8-pixel patches on 48-pixel images, 36 patches, three targets of
+#    14-22%, cadences 12/48), seeds 85-86 of cosema and manytargets (healthy and a grid: the tuning split's two
+#    remaining misses of the rules are theirs) and of shallow, twoblock and quick (healthy only: the settings whose
+#    healthy evaluation slides the harm label called harmful), defined and set training after round 42 was read,
+#    before any rule or label was changed on the tuning split's remaining misses.
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
@@ -250,7 +255,7 @@ ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (1
                22: (43, 44), 23: (45, 46), 24: (47, 48), 25: (49, 50), 26: (51, 52), 27: (53, 54),
                28: (55, 56), 29: (57, 58), 30: (59, 60), 31: (61, 62), 32: (63, 64),
                33: (65, 66), 34: (67, 68), 35: (69, 70), 36: (71, 72), 37: (73, 74), 38: (75, 76), 39: (77, 78), 40: (79, 80),
-               41: (81, 82), 42: (83, 84)}
+               41: (81, 82), 42: (83, 84), 43: (85, 86)}
 ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny", "wide"),
                        5: ("tiny", "momentum"), 6: ("sparse",), 7: ("blocks",),
                        8: ("batch32",), 10: ("batch32_fb",), 11: ("mse",),
@@ -266,7 +271,8 @@ ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny",
                        32: ("nodecay", "thinpred"), 33: ("augment", "cosema"),
                        35: ("heads8",), 36: ("steepwarm", "thinpred"),
                        37: ("tiny", "cosema"), 38: ("slowlr", "fastema"),
-                       40: ("cosema", "smallctx"), 41: ("shallow",)}  # ... each grid cell once
+                       40: ("cosema", "smallctx"), 41: ("shallow",),
+                       43: ("cosema", "manytargets")}  # ... each grid cell once
 ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           6: ("quick", "calib"), 7: ("quick", "calib"),
                           8: ("quick", "momentum"), 10: ("quick", "holdout"),
@@ -286,7 +292,8 @@ ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           35: ("hotlr", "quick", "latewarm"), 36: ("heads8", "shallow"),
                           37: ("calib", "smallctx"), 38: ("calib", "steepwarm"),
                           39: ("calib", "heads8", "fastema"), 40: ("narrow", "momentum"),
-                          41: ("quick", "calib"), 42: ("deep", "fastema", "blocks", "twoblock")}  # ... healthy runs only
+                          41: ("quick", "calib"), 42: ("deep", "fastema", "blocks", "twoblock"),
+                          43: ("shallow", "twoblock", "quick")}  # ... healthy runs only
 # A study round: the cases it names, all tuning data (not a test of any rule).
 _STUDY_HEALTHY = (("shallow", 67), ("shallow", 68), ("twoblock", 67), ("depth3", 67), ("thinpred", 67),
                   ("thinpred", 68), ("augment", 67), ("augment", 68), ("cosema", 67), ("calib", 67), ("hotlr", 67),
@@ -301,7 +308,7 @@ _STUDY_FAULTS = (("thinpred", 67, "collapse", 0.45, 110), ("thinpred", 68, "coll
                  ("hotlr", 67, "lr_blowup", 6.5, 120), ("twoblock", 67, "lr_blowup", 12.0, 150),
                  ("tiny", 67, "collapse", 0.3, 800), ("depth3", 67, "collapse", 0.27, 320))
 STUDY_ROUNDS = {34}
-TEST_ROUND = 42  # the newest round of the test split (a study round is never one)
+TEST_ROUND = 43  # the newest round of the test split (a study round is never one)
 # Every round since this one was recorded after the rules it tests were frozen, and no rule has changed since: each
 # is a test of the same rules. Move it to the next round when a rule or a label changes.
 FIRST_TEST_ROUND = 41

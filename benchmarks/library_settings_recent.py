@@ -204,4 +204,18 @@ RECENT_SETTINGS = (
             "(never tuned on)", round=42,
             magnitudes=(("collapse", (0.34, 1.06, 3.3)), ("lr_blowup", (5.6, 19.0, 520.0, 1e6)),
                         ("mask_leak", (0.06,)))),
+    # Never tuned on: a user who saves compute with larger patches (8 pixels on a 48-pixel image: 36 patches, where
+    # every tuned setting had 64 or more), three targets of 14-22%, a context of 80-100%, lr 7e-4 from 2e-5 over 45
+    # steps, the EMA momentum from 0.995, readings every 12 steps, the fixed batch every 36, covariance, parameter
+    # distance, weights health and evaluation every 48, 440 steps. Defined and set training after round 42 was read,
+    # before any rule or label was changed on the tuning split's remaining misses.
+    Setting("patch8", ("model.img_size=48", "model.patch_size=8", "masks.num_targets=3",
+                       "masks.target_scale=[0.14, 0.22]", "masks.context_scale=[0.8, 1.0]", "optim.lr=7e-4",
+                       "optim.start_lr=2e-5", "optim.warmup_steps=45", "ema.start=0.995", "optim.steps=440",
+                       *cadences(12, 36, 48, 48, 110)),
+            440, (110, 220, 330), 110, "tiny with 8-pixel patches on 48-pixel images (36 patches), three targets of "
+            "14-22%, a context of 80-100%, lr 7e-4 from 2e-5 over 45 steps, the EMA momentum from 0.995, the fixed "
+            "batch every 36 steps, cadences 12/48, 440 steps (never tuned on)", round=43,
+            magnitudes=(("collapse", (0.36, 1.12, 3.4)), ("lr_blowup", (5.4, 17.0, 480.0, 1e6)),
+                        ("mask_leak", (0.05,)))),
 )
