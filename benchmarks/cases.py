@@ -246,7 +246,9 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    14-22%, cadences 12/48), seeds 85-86 of cosema and manytargets (healthy and a grid: the tuning split's two
 #    remaining misses of the rules are theirs) and of shallow, twoblock and quick (healthy only: the settings whose
 #    healthy evaluation slides the harm label called harmful), defined and set training after round 42 was read,
-#    before any rule or label was changed on the tuning split's remaining misses.
+#    before any rule or label was changed on the tuning split's remaining misses. The agreement fall's window of 45
+#    steps and the healthy runs' evaluation judged against their setting's other healthy runs were then chosen on
+#    rounds 1-42 (tuning data since) and frozen.
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
@@ -311,7 +313,7 @@ STUDY_ROUNDS = {34}
 TEST_ROUND = 43  # the newest round of the test split (a study round is never one)
 # Every round since this one was recorded after the rules it tests were frozen, and no rule has changed since: each
 # is a test of the same rules. Move it to the next round when a rule or a label changes.
-FIRST_TEST_ROUND = 41
+FIRST_TEST_ROUND = 43
 
 
 # Each §8 fault: its config key and magnitudes from barely harmful to blunt (a switch has one).

@@ -20,13 +20,15 @@ printed and named.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ground_truth import unchanged_row, eval_baseline_step, harm, loss_baseline_step  # noqa: E402
+from ground_truth import (EVAL_MARGIN, eval_baseline_step, harm, loss_baseline_step, sibling_evaluations,  # noqa: E402
+                          unchanged_row)
 from library import LIBRARY, Case, load_case  # noqa: E402
 
 from jepa_core.alerts.base import Alert  # noqa: E402
@@ -61,6 +63,9 @@ class Judgement:
     eval_step: int | None
     first_loss_reading: int | None = None  # the first loss reading after the onset
     round: int = 1  # the library round that recorded the case (benchmarks/cases.py)
+    # A healthy run whose evaluation fell EVAL_MARGIN below its own best (harmful only below every other healthy run
+    # of its setting too): reported, not a target.
+    slid: bool = False
 
     @property
     def harmful(self) -> bool:
@@ -119,7 +124,9 @@ def judge(case_dir: Path, rules: RulesConfig | None = None) -> Judgement:
     onset = info["onset"]
     after = -1 if onset is None else onset  # rows at step s describe the state after update s
     alerts = evaluate_rows(rows, rules, **run_facts(case_dir))  # the record keeps its run's config.toml
-    harm_step, why = harm(rows, after, healthy)
+    siblings = [] if healthy is not None else [
+        readings for name, readings in _healthy_evaluations(case_dir.parent).items() if name != case_dir.name]
+    harm_step, why = harm(rows, after, healthy, siblings)
     # The first loss reading that the fault could have changed: one whose row still equals the run without the fault
     # in every logged value saw nothing of it (round 19's depth3 lr x1800 from update 480 read the same at 481, to
     # the last digit, and wrecked the run by the next reading at 494), so no signal could be earlier there.
@@ -129,7 +136,15 @@ def judge(case_dir: Path, rules: RulesConfig | None = None) -> Judgement:
     case = Case(info["setting"], info["seed"])  # the library's current split, not the one at recording
     return Judgement(f"{info['setting']}/{case_dir.name}", case.split, info["fault"], onset, harm_step, why,
                      [a for a in alerts if a.step > after], loss_baseline_step(rows, after),
-                     eval_baseline_step(rows, after), first_loss, case.round)
+                     eval_baseline_step(rows, after), first_loss, case.round,
+                     healthy is None and harm(rows, after)[0] is not None)
+
+
+@functools.lru_cache(maxsize=None)
+def _healthy_evaluations(setting_dir: Path) -> dict[str, dict[str, dict[int, float]]]:
+    """The evaluation readings of each recorded healthy run of a setting, by its directory's name."""
+    runs = sorted(p for p in setting_dir.glob("healthy_s*") if (p / "case.json").is_file())
+    return dict(zip((p.name for p in runs), sibling_evaluations(load_case(p)[1] for p in runs)))
 
 
 def library_cases(root: Path = LIBRARY) -> list[Path]:
@@ -195,6 +210,8 @@ def summary(judgements: list[Judgement]) -> tuple[list[str], list[str]]:
         f"warnings on healthy runs              {healthy_warnings} in {len(healthy)} runs",
         f"warnings on benign fault runs         {sum(bool(j.warnings) for j in benign)}/{len(benign)} runs",
         f"healthy runs the harm definition calls harmful (must be 0) {len(mislabelled)}",
+        f"  evaluation {100 * EVAL_MARGIN:g} points below its own best, no lower than another healthy run of its "
+        f"setting (not harm) {sum(j.slid and not j.harmful for j in healthy)}",
     ]
     missed = [f"{j.key} missed" for j in harmful if j.first is None]
     missed += [f"{j.key} not before loss" for j in sharp if j.first is not None and not j.beats(j.loss_step)]

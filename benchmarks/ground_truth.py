@@ -25,8 +25,13 @@ after the onset at which one of these holds:
   INVARIANT_READINGS readings while those of the run without the fault changed between the same readings). These
   are logged facts about a broken method, harmful whatever the evaluation does in the run's remaining steps.
 
-The three tests against the run without the fault (collapse, frozen, the evaluation's counterfactual) do not apply
-to a healthy run itself. Until round 4 the frozen test compared a run only with itself, and called the last readings
+The collapse and frozen tests against the run without the fault do not apply to a healthy run itself. Its
+evaluation fall is judged against the nearest stand-in for a run without a fault that it has: the other healthy runs
+of its setting (since round 43). It counts only EVAL_COUNTERFACTUAL_MARGIN or more below every one of them at the
+same step, so a slide that another seed of the same setting makes too is the setting's, not harm. Until round 42 a
+healthy run's fall was judged against its own best alone, and four healthy runs of rounds 1-42 on 2-block encoders
+and `quick` slid 5.2-6.7 points there (none below every other seed of its setting): a check of the label that no
+rule could meet (a label fixed after round 42 was read; the rules' judgements of fault runs are unchanged). Until round 4 the frozen test compared a run only with itself, and called the last readings
 of tiny seed 7, where a healthy target moved by less than the library's six digits, frozen: a label fixed after
 round 3 was read. Until
 round 6 the copy test also asked for INVARIANT_READINGS readings, which at a parameter-distance cadence of 500 took
@@ -81,9 +86,13 @@ def readings(rows: Iterable[dict], key: str) -> dict[int, float]:
     return {row["step"]: v for row in rows if (v := _value(row, key)) is not None}
 
 
-def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tuple[int | None, str | None]:
+def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None,
+         siblings: Iterable[dict[str, dict[int, float]]] = ()) -> tuple[int | None, str | None]:
     """(first step > onset at which the run is harmed, why), or (None, None) for a benign run. `healthy`: the rows
-    of the run without the fault (same setting and seed), for the collapse test; None for a healthy run itself."""
+    of the run without the fault (same setting and seed), for the collapse test; None for a healthy run itself.
+    `siblings`: for a healthy run, the evaluation readings ({key: {step: value}}, sibling_evaluations) of the other
+    healthy runs of its setting; its evaluation fall counts only below every one of them."""
+    siblings = list(siblings)
     best: dict[str, float] = {}
     frozen = 0
     low = dict.fromkeys(COLLAPSE_KEYS, 0)
@@ -128,7 +137,8 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
             v = _value(row, key)
             if v is None or not math.isfinite(v):
                 continue
-            ref = None if reference is None else reference[key].get(step)
+            ref = reference[key].get(step) if reference is not None else min(
+                (r[step] for sibling in siblings if step in (r := sibling.get(key, {}))), default=None)
             below_healthy = ref is None or v <= ref - EVAL_COUNTERFACTUAL_MARGIN
             if after and key in best and v <= best[key] - EVAL_MARGIN and below_healthy:
                 return step, f"{key} fell"
@@ -143,6 +153,11 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None) -> tup
             if low[key] >= COLLAPSE_READINGS or (low[key] and step == last_read[key]):
                 return step, f"{key.split('/')[1]} halved"
     return None, None
+
+
+def sibling_evaluations(rows_by_run: Iterable[list[dict]]) -> list[dict[str, dict[int, float]]]:
+    """The evaluation readings of healthy runs, one {key: {step: value}} each: the `siblings` harm() takes."""
+    return [{key: readings(rows, key) for key in EVAL_KEYS} for rows in rows_by_run]
 
 
 def loss_baseline_step(rows: Iterable[dict], after: int = -1) -> int | None:

@@ -132,16 +132,19 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     # momentum floor were then chosen on rounds 1-37, so rounds 35-37 are tuning data; round 38 tested those rules,
     # read once, and online_collapse's wait was chosen again on rounds 1-38: rounds 39-40 tested the rules since.
     # Round 41 was defined and set training on those rules; predictor_collapse and false_comfort's confirmation
-    # were then chosen on rounds 1-40, so rounds 39-40 are tuning data and round 41 tests the rules since.
-    assert all(c.split == "tune" for r in range(2, 41) for c in LIBRARY.round_cases(r))
+    # were then chosen on rounds 1-40, so rounds 39-40 are tuning data and rounds 41-42 tested the rules since.
+    # Round 43 was defined and set training on those rules; the agreement fall's window and the healthy runs'
+    # evaluation label were then chosen on rounds 1-42, so rounds 41-42 are tuning data and round 43 tests them.
+    assert all(c.split == "tune" for r in range(2, 43) for c in LIBRARY.round_cases(r))
     assert (cases["thinpred/collapse_0.45_at110_s55"].round, cases["thinpred/collapse_0.45_at110_s55"].split) == (
         28, "tune")
-    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (41, 43)
-    assert all(c.split == "test" for r in (41, 42, 43) for c in LIBRARY.round_cases(r))
+    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (43, 43)
+    assert all(c.split == "test" for c in LIBRARY.round_cases(43))
     assert (cases["tiny/healthy_s73"].round, cases["tiny/healthy_s73"].split) == (37, "tune")
     assert (cases["slowlr/healthy_s75"].round, cases["longramp/healthy_s0"].split) == (38, "tune")
     assert (cases["calib/healthy_s77"].round, cases["flatwd/healthy_s0"].split) == (39, "tune")
-    assert (cases["shallow/healthy_s81"].round, cases["lowbeta/healthy_s0"].split) == (41, "test")
+    assert (cases["shallow/healthy_s81"].round, cases["lowbeta/healthy_s0"].split) == (41, "tune")
+    assert (cases["twoblock/healthy_s85"].round, cases["patch8/healthy_s0"].split) == (43, "test")
 
 
 def test_a_study_round_is_tuning_data_and_holds_each_fault_runs_parent():
@@ -277,6 +280,19 @@ def test_harm_by_evaluation_fall_rank_collapse_non_finite_and_broken_invariants(
         {"knn/accuracy": [*knn[:3], (300, 0.255)]})) == (None, None)
     assert DETECTION.harm(rows_with({"knn/accuracy": knn}), 150, rows_with(
         {"knn/accuracy": [*knn[:3], (300, 0.265)]})) == (300, "knn/accuracy fell")
+    # A healthy run has no run without a fault: since round 43 its fall counts only 2 points or more below every
+    # other healthy run of its setting at the same step (a slide another seed makes too is the setting's).
+    healthy_fall = rows_with({"linear_probe/val_acc": [(0, 0.25), (100, 0.33), (200, 0.30), (300, 0.27)]})
+    siblings = DETECTION.sibling_evaluations([
+        rows_with({"linear_probe/val_acc": [(0, 0.25), (100, 0.30), (200, 0.29), (300, 0.28)]}),
+        rows_with({"linear_probe/val_acc": [(0, 0.26), (100, 0.31), (200, 0.31), (300, 0.32)]})])
+    assert DETECTION.harm(healthy_fall, -1) == (300, "linear_probe/val_acc fell")  # its own best alone
+    assert DETECTION.harm(healthy_fall, -1, siblings=siblings) == (None, None)  # 1 point below the lowest sibling
+    lower = rows_with({"linear_probe/val_acc": [(0, 0.25), (100, 0.33), (200, 0.30), (300, 0.259)]})
+    assert DETECTION.harm(lower, -1, siblings=siblings) == (300, "linear_probe/val_acc fell")  # 2.1 below all
+    # A step no sibling read is judged against the run's own best, as before.
+    assert DETECTION.harm(rows_with({"linear_probe/val_acc": [(0, 0.25), (100, 0.33), (250, 0.27)]}), -1,
+                          siblings=siblings) == (250, "linear_probe/val_acc fell")
     # Collapse is judged against the healthy run of the same seed, step by step: a rank that falls on its own (as
     # healthy runs' do) is not harm, the same fall with the healthy run holding at 8 is.
     falling = [(s, 8.0) for s in range(0, 200, 20)] + [(200, 3.5), (220, 8.0), (240, 3.0), (260, 2.0), (280, 2.0)]
@@ -524,16 +540,19 @@ def test_recorded_case_is_what_the_library_would_train_now(case_dir):
 # (test_a_slow_lr_warm_up_moves_the_feature_distance_by_the_schedule_not_by_a_jump,
 # test_a_copied_target_shows_in_the_logged_momentum_at_the_first_basic_reading,
 # test_a_scrambling_lr_blow_up_shows_in_the_prediction_losing_the_target). Seed 3's, whose agreement fell at most
-# 15% within 30 steps (at its harm step, 220), is still missed. Rounds 38-40 (tuning data since round 41's changes)
+# 15% within 30 steps (at its harm step, 220), was missed until round 43 (24% within 45 steps, the window since:
+# test_a_slow_scramble_shows_in_the_prediction_losing_the_target_within_45_steps). Rounds 38-40 (tuning data since round 41's changes)
 # brought none. Then `smallctx`'s lr x35 from 140 came off the list (predictor_collapse at 147, 21 steps before the
 # loss: test_an_lr_blow_up_that_silences_the_predictor_is_caught_before_the_loss_jumps) and so did `smallctx`'s
 # critical false_comfort on a benign lr x8 (one reading of it, the run's last: a warning since false_comfort is
 # critical only at its second reading in a row). `manytargets`' lr x30 held the combination for its last three
-# readings (280, 288, 296) and stays.
-KNOWN_TUNING_MISSES: list[str] = ["cosema/lr_blowup_5_at110_s3 missed",
-                                  "manytargets/lr_blowup_30_at200_s1 critical false alarm",
-                                  "quick/healthy_s37 labelled harmful", "shallow/healthy_s1 labelled harmful",
-                                  "shallow/healthy_s41 labelled harmful"]
+# readings (280, 288, 296) and stays: trained on to the end of its schedule the label still calls it benign (pooled
+# rank 0.52 of its healthy run's). Rounds 41-42 (tuning data since round 43's changes) brought none of the rules; the
+# four healthy runs the label called harmful (evaluation slides on 2-block encoders and `quick`, one of them
+# twoblock seed 84 of round 42) are no lower than another healthy run of their setting, where the label has judged
+# a healthy run's fall since round 43
+# (test_healthy_evaluation_slides_are_judged_against_the_other_healthy_runs_of_their_setting).
+KNOWN_TUNING_MISSES: list[str] = ["manytargets/lr_blowup_30_at200_s1 critical false alarm"]
 
 
 def test_a_late_lr_blow_up_on_a_flat_schedule_is_caught_by_the_target_online_distance_jump():
@@ -904,6 +923,38 @@ def test_a_scrambling_lr_blow_up_shows_in_the_prediction_losing_the_target():
     assert DETECTION.judge(case, RulesConfig(divergence_agreement_fall=0.0)).first is None
 
 
+def test_a_slow_scramble_shows_in_the_prediction_losing_the_target_within_45_steps():
+    # `cosema`'s lr x5 from 110 on seed 3 (round 31), the tuning split's one missed harmful run until round 43: the
+    # loss and the spreads fell 20-30% below the healthy run's, then rose past it, and the probe showed the harm at
+    # 220, the run's last reading. pred_target/cosine fell from 0.884 (154) to 0.646 there: 15% below its high of
+    # the last 30 steps (the window until round 43, no alert), 24% below that of the last 45.
+    case = LIBRARY.LIBRARY / "cosema/lr_blowup_5_at110_s3"
+    judged = DETECTION.judge(case)
+    assert (judged.harm_step, judged.harm_why, judged.loss_step, judged.eval_step) == (
+        220, "linear_probe/val_acc fell", None, None)
+    assert [(a.rule, a.severity, a.metric, a.step) for a in judged.alerts] == [
+        ("divergence", "warning", "pred_target/cosine", 220)]
+    assert "24% below its 0.854 of the last 45 steps" in judged.alerts[0].message
+    assert DETECTION.judge(case, RulesConfig(divergence_agreement_window_steps=30)).first is None
+
+
+def test_healthy_evaluation_slides_are_judged_against_the_other_healthy_runs_of_their_setting():
+    # Four healthy runs on 2-block encoders and `quick` slid 5.2-6.7 points below their own best evaluation: the
+    # label called them harmful until round 43. Each lies no lower than another healthy run of its setting.
+    for name, step in (("quick/healthy_s37", 250), ("shallow/healthy_s1", 360), ("shallow/healthy_s41", 480),
+                       ("twoblock/healthy_s84", 600)):
+        judged = DETECTION.judge(LIBRARY.LIBRARY / name)
+        assert (judged.slid, judged.harmful) == (True, False), name
+        info, rows = LIBRARY.load_case(LIBRARY.LIBRARY / name)
+        assert DETECTION.harm(rows, -1)[0] == step  # against its own best alone
+    # The test is not vacuous: against only the highest-reading other healthy run, shallow seed 1 is harmful.
+    info, rows = LIBRARY.load_case(LIBRARY.LIBRARY / "shallow/healthy_s1")
+    others = DETECTION._healthy_evaluations(LIBRARY.LIBRARY / "shallow")
+    best = max((v for k, v in others.items() if k != "healthy_s1"),
+               key=lambda ev: ev["linear_probe/val_acc"].get(360, 0.0))
+    assert DETECTION.harm(rows, -1, siblings=[best])[0] is not None
+
+
 def test_a_copied_target_without_gradient_clipping_shows_in_the_gradient_before_the_loss():
     # `mse` (no clipping), a target copying online from step 200: the gradient norm reads 7.4x its running level at
     # step 210; the parameter distance and the loss show it at 250. At the old spike factor of 10 the rules tied
@@ -933,7 +984,7 @@ def test_the_rules_meet_every_target_on_the_tuning_split():
 def test_resplit_moves_recorded_cases_to_the_split_cases_py_gives_them_now(tmp_path):
     # A rule change moves FIRST_TEST_ROUND: the records keep their streams, only case.json's split and round follow.
     old = {"setting": "slowlr", "seed": 4, "fault": None, "split": "test", "round": 37, "status": "finished"}
-    new = {"setting": "lowbeta", "seed": 0, "fault": None, "split": "test", "round": 41, "status": "finished"}
+    new = {"setting": "patch8", "seed": 0, "fault": None, "split": "test", "round": 43, "status": "finished"}
     for info in (old, new):
         (tmp_path / info["setting"] / f"healthy_s{info['seed']}").mkdir(parents=True)
         (tmp_path / info["setting"] / f"healthy_s{info['seed']}" / "case.json").write_text(json.dumps(info))
