@@ -248,7 +248,14 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    healthy evaluation slides the harm label called harmful), defined and set training after round 42 was read,
 #    before any rule or label was changed on the tuning split's remaining misses. The agreement fall's window of 45
 #    steps and the healthy runs' evaluation judged against their setting's other healthy runs were then chosen on
-#    rounds 1-42 (tuning data since) and frozen.
+#    rounds 1-42 (tuning data since) and frozen (e146ddac). Read once: every target of the rules met but one (32/32
+#    caught, all at or before harm, 24/25 not blunt before both baselines: `patch8`'s target trained from 330 (seed
+#    4) tied with the evaluation baseline at 336, the first reading after its onset; no critical alert on 15 healthy
+#    and 23 benign runs, no healthy warning, no healthy run labelled harmful).
+# 44. the never-tuned `w72` setting (all seeds: the encoder 72 wide, six heads of 12, five targets of 10-14%,
+#    cadences 10/40), seeds 87-88 of patch8 and batch24 (healthy and a grid: the two newest test settings) and of
+#    narrow and momentum (healthy only: the settings whose healthy runs warn most), defined and set training after
+#    round 43 was read, before the benchmark's definition of a blunt fault was changed on its one miss.
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
@@ -257,7 +264,7 @@ ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (1
                22: (43, 44), 23: (45, 46), 24: (47, 48), 25: (49, 50), 26: (51, 52), 27: (53, 54),
                28: (55, 56), 29: (57, 58), 30: (59, 60), 31: (61, 62), 32: (63, 64),
                33: (65, 66), 34: (67, 68), 35: (69, 70), 36: (71, 72), 37: (73, 74), 38: (75, 76), 39: (77, 78), 40: (79, 80),
-               41: (81, 82), 42: (83, 84), 43: (85, 86)}
+               41: (81, 82), 42: (83, 84), 43: (85, 86), 44: (87, 88)}
 ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny", "wide"),
                        5: ("tiny", "momentum"), 6: ("sparse",), 7: ("blocks",),
                        8: ("batch32",), 10: ("batch32_fb",), 11: ("mse",),
@@ -274,7 +281,7 @@ ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny",
                        35: ("heads8",), 36: ("steepwarm", "thinpred"),
                        37: ("tiny", "cosema"), 38: ("slowlr", "fastema"),
                        40: ("cosema", "smallctx"), 41: ("shallow",),
-                       43: ("cosema", "manytargets")}  # ... each grid cell once
+                       43: ("cosema", "manytargets"), 44: ("patch8", "batch24")}  # ... each grid cell once
 ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           6: ("quick", "calib"), 7: ("quick", "calib"),
                           8: ("quick", "momentum"), 10: ("quick", "holdout"),
@@ -295,7 +302,7 @@ ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           37: ("calib", "smallctx"), 38: ("calib", "steepwarm"),
                           39: ("calib", "heads8", "fastema"), 40: ("narrow", "momentum"),
                           41: ("quick", "calib"), 42: ("deep", "fastema", "blocks", "twoblock"),
-                          43: ("shallow", "twoblock", "quick")}  # ... healthy runs only
+                          43: ("shallow", "twoblock", "quick"), 44: ("narrow", "momentum")}  # ... healthy runs only
 # A study round: the cases it names, all tuning data (not a test of any rule).
 _STUDY_HEALTHY = (("shallow", 67), ("shallow", 68), ("twoblock", 67), ("depth3", 67), ("thinpred", 67),
                   ("thinpred", 68), ("augment", 67), ("augment", 68), ("cosema", 67), ("calib", 67), ("hotlr", 67),
@@ -310,7 +317,7 @@ _STUDY_FAULTS = (("thinpred", 67, "collapse", 0.45, 110), ("thinpred", 68, "coll
                  ("hotlr", 67, "lr_blowup", 6.5, 120), ("twoblock", 67, "lr_blowup", 12.0, 150),
                  ("tiny", 67, "collapse", 0.3, 800), ("depth3", 67, "collapse", 0.27, 320))
 STUDY_ROUNDS = {34}
-TEST_ROUND = 43  # the newest round of the test split (a study round is never one)
+TEST_ROUND = 44  # the newest round of the test split (a study round is never one)
 # Every round since this one was recorded after the rules it tests were frozen, and no rule has changed since: each
 # is a test of the same rules. Move it to the next round when a rule or a label changes.
 FIRST_TEST_ROUND = 43

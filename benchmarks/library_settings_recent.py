@@ -218,4 +218,17 @@ RECENT_SETTINGS = (
             "batch every 36 steps, cadences 12/48, 440 steps (never tuned on)", round=43,
             magnitudes=(("collapse", (0.36, 1.12, 3.4)), ("lr_blowup", (5.4, 17.0, 480.0, 1e6)),
                         ("mask_leak", (0.05,)))),
+    # Never tuned on: a user who narrows the encoder to 72 (six heads of 12; every tuned width: 64, 80, 96, 112, 128
+    # or 160) with a predictor of 36, five targets of 10-14%, lr 8e-4 from 1e-5 over 50 steps, the EMA momentum from
+    # 0.996, readings every 10 steps, the fixed batch every 30, covariance, parameter distance, weights health and
+    # evaluation every 40, 400 steps. Defined and set training after round 43 was read, before the benchmark's
+    # definition of a blunt fault was changed on its one miss (a tie with the evaluation at the first reading).
+    Setting("w72", ("model.embed_dim=72", "model.num_heads=6", "model.pred_dim=36", "masks.num_targets=5",
+                    "masks.target_scale=[0.1, 0.14]", "optim.lr=8e-4", "optim.start_lr=1e-5", "optim.warmup_steps=50",
+                    "ema.start=0.996", "optim.steps=400", *cadences(10, 30, 40, 40, 100)),
+            400, (100, 200, 300), 100, "tiny with the encoder 72 wide (six heads of 12), a predictor of 36, five "
+            "targets of 10-14%, lr 8e-4 from 1e-5 over 50 steps, the EMA momentum from 0.996, the fixed batch every "
+            "30 steps, cadences 10/40, 400 steps (never tuned on)", round=44,
+            magnitudes=(("collapse", (0.38, 1.1, 3.3)), ("lr_blowup", (5.0, 16.5, 450.0, 1e6)),
+                        ("mask_leak", (0.045,)))),
 )
