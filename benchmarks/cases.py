@@ -255,7 +255,9 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 # 44. the never-tuned `w72` setting (all seeds: the encoder 72 wide, six heads of 12, five targets of 10-14%,
 #    cadences 10/40), seeds 87-88 of patch8 and batch24 (healthy and a grid: the two newest test settings) and of
 #    narrow and momentum (healthy only: the settings whose healthy runs warn most), defined and set training after
-#    round 43 was read, before the benchmark's definition of a blunt fault was changed on its one miss.
+#    round 43 was read, before the benchmark's definition of a blunt fault was changed on its one miss: since then
+#    an evaluation baseline that fires at the first reading the fault changed makes the fault blunt, as the loss-only
+#    baseline's did (rounds 1-43 tuning data since).
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
@@ -320,7 +322,7 @@ STUDY_ROUNDS = {34}
 TEST_ROUND = 44  # the newest round of the test split (a study round is never one)
 # Every round since this one was recorded after the rules it tests were frozen, and no rule has changed since: each
 # is a test of the same rules. Move it to the next round when a rule or a label changes.
-FIRST_TEST_ROUND = 43
+FIRST_TEST_ROUND = 44
 
 
 # Each §8 fault: its config key and magnitudes from barely harmful to blunt (a switch has one).

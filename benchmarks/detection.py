@@ -73,12 +73,14 @@ class Judgement:
 
     @property
     def blunt(self) -> bool:
-        """A fault the loss shows at its very first reading after the onset that the fault could have changed (a
-        divergence to NaN/Inf, a target swapped for the online encoder mid-run): no signal can come earlier than
-        that row, so a tie with the loss-only watcher is the best case and being caught is the target."""
+        """A fault a baseline shows at the very first reading after the onset that the fault could have changed (a
+        divergence to NaN/Inf, a target swapped for the online encoder mid-run; since round 44 also an evaluation
+        read at that row, which round 43's `patch8` target trained from 330 fell at, 6 steps after its onset): no
+        signal can come earlier than that row, so a tie with the baseline is the best case and being caught is the
+        target."""
         if self.harm_why is not None and self.harm_why.endswith("non-finite"):
             return True
-        return self.loss_step is not None and self.loss_step == self.first_loss_reading
+        return self.first_loss_reading is not None and self.first_loss_reading in (self.loss_step, self.eval_step)
 
     @property
     def first(self) -> int | None:
@@ -197,7 +199,7 @@ def summary(judgements: list[Judgement]) -> tuple[list[str], list[str]]:
         f"harmful faults caught                 {len(caught)}/{len(harmful)}",
         f"  caught at or before its harm step   {sum(x >= 0 for x in harm_leads)}/{len(harmful)} (lead over harm "
         f"{_lead_text(harm_leads)})",
-        f"  caught before the loss-only baseline {len(before_loss)}/{len(sharp)} (blunt faults, which the loss "
+        f"  caught before the loss-only baseline {len(before_loss)}/{len(sharp)} (blunt faults, which a baseline "
         f"shows at its first reading after the onset, excluded: {len(harmful) - len(sharp)})",
         f"  caught before the evaluation baseline {len(before_eval)}/{len(sharp)}",
         f"  lead over loss-only, steps          {_lead_text(loss_leads)}"

@@ -40,7 +40,9 @@ round 6 the copy test also asked for INVARIANT_READINGS readings, which at a par
 Otherwise benign. A harmful run must be caught (an alert of any severity after the onset), and before both baselines
 unless it is blunt: the loss itself shows it at its first reading after the onset (a divergence to NaN/Inf, a target
 swapped for the online encoder mid-run), where a tie is the best any signal can do; since round 20, its first reading
-that the fault could have changed (a row equal to the healthy run's in every value saw nothing of it). A warning on a
+that the fault could have changed (a row equal to the healthy run's in every value saw nothing of it); since round 44,
+the evaluation baseline at that same row too (an evaluation read at the first row the fault changed: round 43's
+`patch8` target trained from 330 tied with it at 336, which no signal could have beaten). A warning on a
 benign run is allowed and counted; a critical alert on a benign or healthy run is a false alarm. Two baselines are
 computed from the same stream: loss-only (a person watching the loss curve: the first non-finite loss, or a robust
 z-score spike LOSS_Z scales above its running level) and evaluation (the first kNN accuracy EVAL_BASELINE_MARGIN

@@ -134,17 +134,20 @@ def test_earlier_test_rounds_are_tuning_data_once_read():
     # Round 41 was defined and set training on those rules; predictor_collapse and false_comfort's confirmation
     # were then chosen on rounds 1-40, so rounds 39-40 are tuning data and rounds 41-42 tested the rules since.
     # Round 43 was defined and set training on those rules; the agreement fall's window and the healthy runs'
-    # evaluation label were then chosen on rounds 1-42, so rounds 41-42 are tuning data and round 43 tests them.
-    assert all(c.split == "tune" for r in range(2, 43) for c in LIBRARY.round_cases(r))
+    # evaluation label were then chosen on rounds 1-42, so rounds 41-42 are tuning data and round 43 tested them.
+    # Round 44 was defined and set training on those rules; the benchmark's blunt faults were then widened to the
+    # evaluation baseline's tie at the first changed reading (round 43's one miss), so round 43 is tuning data too.
+    assert all(c.split == "tune" for r in range(2, 44) for c in LIBRARY.round_cases(r))
     assert (cases["thinpred/collapse_0.45_at110_s55"].round, cases["thinpred/collapse_0.45_at110_s55"].split) == (
         28, "tune")
-    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (43, 44)
-    assert all(c.split == "test" for r in (43, 44) for c in LIBRARY.round_cases(r))
+    assert (LIBRARY.FIRST_TEST_ROUND, LIBRARY.TEST_ROUND) == (44, 44)
+    assert all(c.split == "test" for c in LIBRARY.round_cases(44))
     assert (cases["tiny/healthy_s73"].round, cases["tiny/healthy_s73"].split) == (37, "tune")
     assert (cases["slowlr/healthy_s75"].round, cases["longramp/healthy_s0"].split) == (38, "tune")
     assert (cases["calib/healthy_s77"].round, cases["flatwd/healthy_s0"].split) == (39, "tune")
     assert (cases["shallow/healthy_s81"].round, cases["lowbeta/healthy_s0"].split) == (41, "tune")
-    assert (cases["twoblock/healthy_s85"].round, cases["patch8/healthy_s0"].split) == (43, "test")
+    assert (cases["twoblock/healthy_s85"].round, cases["patch8/healthy_s0"].split) == (43, "tune")
+    assert (cases["patch8/healthy_s87"].round, cases["w72/healthy_s0"].split) == (44, "test")
 
 
 def test_a_study_round_is_tuning_data_and_holds_each_fault_runs_parent():
@@ -367,6 +370,12 @@ def judgement(fault: str | None, alerts: list[Alert], harm_step: int | None = No
     (judgement("collapse", [alert(150, "critical")]), 1),  # critical on a benign run
     (judgement("collapse", [alert(150)]), 0),  # a warning on a benign run is allowed (and counted)
     (judgement("lr_blowup", [alert(110)], 110, "loss non-finite", 110, 125), 0),  # blunt: caught is enough
+    # The evaluation at the first reading the fault changed: a tie is the best any signal can do (since round 44) ...
+    (DETECTION.Judgement("s/c", "test", "target_gradients", 100, 106, "target trains", [alert(106, "critical")], None,
+                         106, 106), 0),
+    # ... but not where the evaluation falls at a later reading than the first the fault changed.
+    (DETECTION.Judgement("s/c", "test", "target_gradients", 100, 106, "target trains", [alert(112, "critical")], None,
+                         112, 106), 1),
 ])
 def test_targets(case, missed):
     _, failures = DETECTION.summary([case])
@@ -740,6 +749,18 @@ def test_a_first_reading_the_fault_left_unchanged_does_not_count_against_blunt()
     assert other.first_loss_reading == 325 and other.blunt
 
 
+def test_an_evaluation_at_the_first_reading_the_fault_changed_makes_the_fault_blunt():
+    # Round 43's one miss on the rules of e146ddac: `patch8`'s target trained from update 330 (seed 4). The first row
+    # after the onset, 336, is also an evaluation, and its kNN (0.214, 4.4 points below its best of step 96, where
+    # the healthy run drifts 2.4 below) fired the evaluation baseline there; target_gradients was critical at the
+    # same row. No signal could be earlier: since round 44 such a fault is blunt (caught is the target), as a loss
+    # that shows a fault at that row always made it.
+    judged = DETECTION.judge(LIBRARY.LIBRARY / "patch8/target_gradients_on_at330_s4")
+    assert (judged.harm_step, judged.first_loss_reading, judged.eval_step, judged.loss_step) == (336, 336, 336, None)
+    assert (judged.first, judged.criticals[0].rule) == (336, "target_gradients")
+    assert judged.blunt and DETECTION.summary([judged])[1] == []
+
+
 def test_a_fall_the_healthy_run_makes_too_is_not_harm_but_a_run_left_behind_is():
     # Round 11: a collapse of weight 0.6 on smalldata, kNN 5.2 points below its best at step 300 where its healthy
     # run read 4.2 below its own (the fall near chance they share); the lr x1000 runs labelled by evaluation keep it.
@@ -984,7 +1005,7 @@ def test_the_rules_meet_every_target_on_the_tuning_split():
 def test_resplit_moves_recorded_cases_to_the_split_cases_py_gives_them_now(tmp_path):
     # A rule change moves FIRST_TEST_ROUND: the records keep their streams, only case.json's split and round follow.
     old = {"setting": "slowlr", "seed": 4, "fault": None, "split": "test", "round": 37, "status": "finished"}
-    new = {"setting": "patch8", "seed": 0, "fault": None, "split": "test", "round": 43, "status": "finished"}
+    new = {"setting": "w72", "seed": 0, "fault": None, "split": "test", "round": 44, "status": "finished"}
     for info in (old, new):
         (tmp_path / info["setting"] / f"healthy_s{info['seed']}").mkdir(parents=True)
         (tmp_path / info["setting"] / f"healthy_s{info['seed']}" / "case.json").write_text(json.dumps(info))

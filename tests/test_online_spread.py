@@ -32,11 +32,11 @@ def test_on_the_tuning_split_no_healthy_run_fires_and_the_collapses_do(capsys):
     # them, rounds 39-40 since round 41's rule changes): the study round's healthy runs fall at most 1.75x below the
     # floor; `heads8`'s fall 3.1-4.8x, but within 2 lr warm-ups, and `calib`'s (seeds 74-76) 2.9-3.7x at 2.2-2.4,
     # still that low at 2.6, before the rule judges (2.75; at 2.25 all three fired); `batch96`'s 3.4x at 2 warm-ups.
-    # Rounds 41-42 (tuning data since round 43's changes): `calib` seed 81 fell 4.79x at 2.4 warm-ups, silent too.
+    # Rounds 41-43 (tuning data since rounds 43-44): `calib` seed 81 fell 4.79x at 2.4 warm-ups, silent too.
     spread = load_benchmark("online_spread")
     assert spread.main([]) == 0
     out = capsys.readouterr().out
-    assert "healthy runs 150: online_collapse fires on 0; largest fall below the floor 4.82x" in out
+    assert "healthy runs 165: online_collapse fires on 0; largest fall below the floor 4.82x" in out
     heads8 = [ln for ln in out.splitlines() if "heads8/healthy" in ln]
     assert len(heads8) == 6 and all("(2.0 warm-ups)" in ln and " silent " in ln for ln in heads8)
     assert all(" silent " in ln for ln in out.splitlines() if "/healthy_s" in ln)
