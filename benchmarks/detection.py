@@ -61,7 +61,7 @@ class Judgement:
     alerts: list[Alert]  # after the onset (every alert for a healthy run)
     loss_step: int | None
     eval_step: int | None
-    first_loss_reading: int | None = None  # the first loss reading after the onset
+    first_loss_reading: int | None = None  # the first loss reading after the onset that the fault could have changed
     round: int = 1  # the library round that recorded the case (benchmarks/cases.py)
     # A healthy run whose evaluation fell EVAL_MARGIN below its own best (harmful only below every other healthy run
     # of its setting too): reported, not a target.

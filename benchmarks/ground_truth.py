@@ -26,16 +26,16 @@ after the onset at which one of these holds:
   are logged facts about a broken method, harmful whatever the evaluation does in the run's remaining steps.
 
 The collapse and frozen tests against the run without the fault do not apply to a healthy run itself. Its
-evaluation fall is judged against the nearest stand-in for a run without a fault that it has: the other healthy runs
-of its setting (since round 43). It counts only EVAL_COUNTERFACTUAL_MARGIN or more below every one of them at the
-same step, so a slide that another seed of the same setting makes too is the setting's, not harm. Until round 42 a
-healthy run's fall was judged against its own best alone, and four healthy runs of rounds 1-42 on 2-block encoders
-and `quick` slid 5.2-6.7 points there (none below every other seed of its setting): a check of the label that no
-rule could meet (a label fixed after round 42 was read; the rules' judgements of fault runs are unchanged). Until round 4 the frozen test compared a run only with itself, and called the last readings
-of tiny seed 7, where a healthy target moved by less than the library's six digits, frozen: a label fixed after
-round 3 was read. Until
-round 6 the copy test also asked for INVARIANT_READINGS readings, which at a parameter-distance cadence of 500 took
-1000 steps: a label fixed after round 5 was read (the one case it changed is named in benchmarks/cases.py).
+evaluation fall is judged against the nearest stand-in for a run without a fault that it has: the other recorded
+healthy runs of its setting (since round 43). It counts only EVAL_COUNTERFACTUAL_MARGIN or more below every one of
+them at the same step, so a slide that another seed of the same setting makes too is the setting's, not harm. Before
+that a healthy run's fall was judged against its own best alone, and four healthy runs of rounds 1-42 on 2-block
+encoders and `quick` slid 5.2-6.7 points (none below every other seed of its setting): a check of the label that no
+rule could meet (a label fixed after round 42 was read; no fault run's label changed). Until round 4 the frozen test
+compared a run only with itself, and called the last readings of tiny seed 7, where a healthy target moved by less
+than the library's six digits, frozen: a label fixed after round 3 was read. Until round 6 the copy test also asked
+for INVARIANT_READINGS readings, which at a parameter-distance cadence of 500 took 1000 steps: a label fixed after
+round 5 was read (the one case it changed is named in benchmarks/cases.py).
 
 Otherwise benign. A harmful run must be caught (an alert of any severity after the onset), and before both baselines
 unless it is blunt: the loss itself shows it at its first reading after the onset (a divergence to NaN/Inf, a target
