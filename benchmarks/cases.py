@@ -257,7 +257,9 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    narrow and momentum (healthy only: the settings whose healthy runs warn most), defined and set training after
 #    round 43 was read, before the benchmark's definition of a blunt fault was changed on its one miss: since then
 #    an evaluation baseline that fires at the first reading the fault changed makes the fault blunt, as the loss-only
-#    baseline's did (rounds 1-43 tuning data since).
+#    baseline's did (rounds 1-43 tuning data since; e72af665). Read once: every target met (33/33 caught, all at or
+#    before harm, 25/25 not blunt before both baselines, no critical alert on 13 healthy and 22 benign runs, no
+#    healthy warning, no healthy run labelled harmful).
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
