@@ -260,6 +260,10 @@ SEEDS = 5  # healthy seeds 0-4 of every setting; fault grids rotate over them
 #    baseline's did (rounds 1-43 tuning data since; e72af665). Read once: every target met (33/33 caught, all at or
 #    before harm, 25/25 not blunt before both baselines, no critical alert on 13 healthy and 22 benign runs, no
 #    healthy warning, no healthy run labelled harmful).
+# 45. the never-tuned `noclip` setting (all seeds: gradient clipping off, a 5-block encoder, cadences 12/42), seeds
+#    89-90 of w72 and manytargets (healthy and a grid: the newest test setting, and the setting of the tuning split's
+#    one remaining miss, a critical false_comfort on a benign lr x30) and of quick and twoblock (healthy only),
+#    defined and set training after round 44 was read, before any rule or label was changed.
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
@@ -268,7 +272,7 @@ ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (1
                22: (43, 44), 23: (45, 46), 24: (47, 48), 25: (49, 50), 26: (51, 52), 27: (53, 54),
                28: (55, 56), 29: (57, 58), 30: (59, 60), 31: (61, 62), 32: (63, 64),
                33: (65, 66), 34: (67, 68), 35: (69, 70), 36: (71, 72), 37: (73, 74), 38: (75, 76), 39: (77, 78), 40: (79, 80),
-               41: (81, 82), 42: (83, 84), 43: (85, 86), 44: (87, 88)}
+               41: (81, 82), 42: (83, 84), 43: (85, 86), 44: (87, 88), 45: (89, 90)}
 ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny", "wide"),
                        5: ("tiny", "momentum"), 6: ("sparse",), 7: ("blocks",),
                        8: ("batch32",), 10: ("batch32_fb",), 11: ("mse",),
@@ -285,7 +289,8 @@ ROUND_SEED_SETTINGS = {2: ("tiny", "calib"), 3: ("tiny", "holdout"), 4: ("tiny",
                        35: ("heads8",), 36: ("steepwarm", "thinpred"),
                        37: ("tiny", "cosema"), 38: ("slowlr", "fastema"),
                        40: ("cosema", "smallctx"), 41: ("shallow",),
-                       43: ("cosema", "manytargets"), 44: ("patch8", "batch24")}  # ... each grid cell once
+                       43: ("cosema", "manytargets"), 44: ("patch8", "batch24"),
+                       45: ("w72", "manytargets")}  # ... each grid cell once
 ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           6: ("quick", "calib"), 7: ("quick", "calib"),
                           8: ("quick", "momentum"), 10: ("quick", "holdout"),
@@ -306,7 +311,8 @@ ROUND_HEALTHY_SETTINGS = {4: ("calib", "holdout"), 5: ("quick", "holdout"),
                           37: ("calib", "smallctx"), 38: ("calib", "steepwarm"),
                           39: ("calib", "heads8", "fastema"), 40: ("narrow", "momentum"),
                           41: ("quick", "calib"), 42: ("deep", "fastema", "blocks", "twoblock"),
-                          43: ("shallow", "twoblock", "quick"), 44: ("narrow", "momentum")}  # ... healthy runs only
+                          43: ("shallow", "twoblock", "quick"), 44: ("narrow", "momentum"),
+                          45: ("quick", "twoblock")}  # ... healthy runs only
 # A study round: the cases it names, all tuning data (not a test of any rule).
 _STUDY_HEALTHY = (("shallow", 67), ("shallow", 68), ("twoblock", 67), ("depth3", 67), ("thinpred", 67),
                   ("thinpred", 68), ("augment", 67), ("augment", 68), ("cosema", 67), ("calib", 67), ("hotlr", 67),
@@ -321,7 +327,7 @@ _STUDY_FAULTS = (("thinpred", 67, "collapse", 0.45, 110), ("thinpred", 68, "coll
                  ("hotlr", 67, "lr_blowup", 6.5, 120), ("twoblock", 67, "lr_blowup", 12.0, 150),
                  ("tiny", 67, "collapse", 0.3, 800), ("depth3", 67, "collapse", 0.27, 320))
 STUDY_ROUNDS = {34}
-TEST_ROUND = 44  # the newest round of the test split (a study round is never one)
+TEST_ROUND = 45  # the newest round of the test split (a study round is never one)
 # Every round since this one was recorded after the rules it tests were frozen, and no rule has changed since: each
 # is a test of the same rules. Move it to the next round when a rule or a label changes.
 FIRST_TEST_ROUND = 44

@@ -231,4 +231,17 @@ RECENT_SETTINGS = (
             "30 steps, cadences 10/40, 400 steps (never tuned on)", round=44,
             magnitudes=(("collapse", (0.38, 1.1, 3.3)), ("lr_blowup", (5.0, 16.5, 450.0, 1e6)),
                         ("mask_leak", (0.045,)))),
+    # Never tuned on: a user who turns gradient clipping off (every tuned setting but `mse` clips, at 0.5-3) on a
+    # 5-block encoder, with three targets of 13-20%, lr 7e-4 from 1e-5 over 40 steps, the EMA momentum from 0.995,
+    # readings every 12 steps, the fixed batch every 24, covariance, parameter distance, weights health and evaluation
+    # every 42, 420 steps. Defined and set training after round 44 was read, before any rule or label was changed on
+    # the tuning split's one remaining miss.
+    Setting("noclip", ("optim.grad_clip=0", "model.depth=5", "masks.num_targets=3", "masks.target_scale=[0.13, 0.2]",
+                       "optim.lr=7e-4", "optim.start_lr=1e-5", "optim.warmup_steps=40", "ema.start=0.995",
+                       "optim.steps=420", *cadences(12, 24, 42, 42, 105)),
+            420, (105, 210, 315), 105, "tiny with gradient clipping off, a 5-block encoder, three targets of 13-20%, "
+            "lr 7e-4 from 1e-5 over 40 steps, the EMA momentum from 0.995, the fixed batch every 24 steps, cadences "
+            "12/42, 420 steps (never tuned on)", round=45,
+            magnitudes=(("collapse", (0.37, 1.1, 3.3)), ("lr_blowup", (5.2, 17.0, 460.0, 1e6)),
+                        ("mask_leak", (0.05,)))),
 )
