@@ -143,14 +143,23 @@ def record(run_dir: Path, dest_root: Path, pngs: int = 2) -> Path:
     return dest
 
 
+def live_alerts(rows: list[dict]) -> set[tuple[str, int, str]]:
+    """(rule, step, severity) of each alert row recorded in a stream."""
+    return {(r["rule"], r["step"], r["severity"]) for r in rows if r.get("event") == "alert"}
+
+
+def current_alerts(rows: list[dict]) -> set[tuple[str, int, str]]:
+    """(rule, step, severity) of each alert the current rules raise over a stream's metric rows."""
+    return {(a.rule, a.step, a.severity) for a in evaluate_rows(r for r in rows if "event" not in r)}
+
+
 def _rederive_alerts(src: Path, dest: Path) -> bool:
     """Copy the stream; if its live alert rows differ from what the current rules raise over its metric rows,
     replace them by the current ones (each written right after the metric row that raised it). A recorded run
     must read the same in `jepa doctor`, which merges recorded and fresh alerts, as it does in this benchmark."""
     lines = src.read_text(encoding="utf-8").splitlines()
     rows = [json.loads(line) for line in lines]
-    live = {(r["rule"], r["step"]) for r in rows if r.get("event") == "alert"}
-    if live == {(a.rule, a.step) for a in evaluate_rows(r for r in rows if "event" not in r)}:
+    if live_alerts(rows) == current_alerts(rows):
         shutil.copy2(src, dest)
         return False
     engine, out = RuleEngine(), []

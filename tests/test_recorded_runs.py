@@ -35,6 +35,14 @@ FAULTS = [c for c in CASES if c.fault is not None]
 TINY_DEFAULT = RUNS / "tiny-default"
 
 
+@pytest.mark.parametrize("run", sorted(p.name for p in RUNS.iterdir() if (p / "metrics.jsonl").is_file()))
+def test_each_recorded_run_carries_the_alerts_the_current_rules_raise(run):
+    # A rule change must be followed by `python benchmarks/demo_runs.py --rederive`: `jepa doctor` and the monitor
+    # merge a run's recorded alert rows with fresh ones, and a stale severity would read as a different verdict.
+    rows = [json.loads(line) for line in (RUNS / run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert BENCHMARK.live_alerts(rows) == BENCHMARK.current_alerts(rows), run
+
+
 def test_every_benchmark_run_is_recorded():
     recorded = sorted(p.name for p in RUNS.iterdir() if p.is_dir())
     assert sorted([c.name for c in CASES] + [TINY_DEFAULT.name]) == recorded
