@@ -8,7 +8,7 @@ blunt (ground_truth.py); a warning on a benign run is allowed and counted; a cri
 healthy run is a false alarm.
 
 The library is split by seed and by setting (benchmarks/cases.py): thresholds are chosen on the tuning split; the
-test split is every round recorded since the rules and thresholds last changed (benchmarks/cases.py:
+test split is every round recorded since the rules and thresholds last changed (benchmarks/rounds.py:
 FIRST_TEST_ROUND on): other seeds and settings never tuned on, all recorded after the rules were frozen. Both are
 printed and named.
 

@@ -35,7 +35,7 @@ rule could meet (a label fixed after round 42 was read; no fault run's label cha
 compared a run only with itself, and called the last readings of tiny seed 7, where a healthy target moved by less
 than the library's six digits, frozen: a label fixed after round 3 was read. Until round 6 the copy test also asked
 for INVARIANT_READINGS readings, which at a parameter-distance cadence of 500 took 1000 steps: a label fixed after
-round 5 was read (the one case it changed is named in benchmarks/cases.py).
+round 5 was read (the one case it changed is named in benchmarks/rounds.py).
 
 Otherwise benign. A harmful run must be caught (an alert of any severity after the onset), and before both baselines
 unless it is blunt: the loss itself shows it at its first reading after the onset (a divergence to NaN/Inf, a target

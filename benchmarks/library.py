@@ -2,8 +2,8 @@
 
 Settings of five seeds each, healthy (and more seeds of most, from later rounds); for each §8 fault a grid of
 magnitudes x onsets (early, middle, late) on the settings that have onsets. Recorded in rounds; the rounds since the
-rules last changed are the test split (cases.py holds the faults, the rounds and the cases; library_settings.py the
-settings). A fault run is branched from its healthy run at the onset's checkpoint: batches, masks and schedules are
+rules last changed are the test split (cases.py holds the faults and the cases, rounds.py the rounds, library_settings.py
+the settings). A fault run is branched from its healthy run at the onset's checkpoint: batches, masks and schedules are
 pure functions of the step, so up to the onset it is the healthy run, bit for bit, and only the steps after the onset
 cost anything to train. Each case is thinned (metric rows only, no run-time noise, six significant digits) into
 data/library/<setting>/<case>/metrics.jsonl.gz with its config.toml and a case.json. The stream is gzipped (a sixth
@@ -31,8 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-# What the library holds (settings, faults, rounds, cases) is cases.py and library_settings.py, beside this file,
-# however this one is loaded; their names are the library's too.
+# What the library holds (settings, faults, rounds, cases) is cases.py, rounds.py and library_settings.py, beside
+# this file, however this one is loaded; their names are the library's too.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cases import (EXTRA_CELLS, FAULTS, FIRST_TEST_ROUND, ROUND_HEALTHY_SETTINGS,  # noqa: E402, F401
                    ROUND_SEED_SETTINGS, ROUND_SEEDS, SEEDS, SETTING, SETTINGS, STUDY_ROUNDS, TEST_ROUND, Case,

@@ -1,6 +1,6 @@
 """The settings of the detection library (SPEC §7, §8): what a user might run, each on top of the tiny preset (what a
 setting holds is setting.py). Those of rounds 1-25 are here, the later ones in library_settings_recent.py; SETTINGS
-joins both. Which round introduced each, and which seeds later rounds added, is benchmarks/cases.py.
+joins both. Which round introduced each, and which seeds later rounds added, is benchmarks/rounds.py.
 """
 
 from __future__ import annotations
