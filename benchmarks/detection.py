@@ -5,7 +5,8 @@ and fault runs over a grid of magnitudes x onsets. Each fault run is labelled by
 it was switched on (harmful or benign: benchmarks/ground_truth.py, with the two baselines it is raced against).
 A harmful run must be caught (an alert of any severity after the onset), and before both baselines unless it is
 blunt (ground_truth.py); a warning on a benign run is allowed and counted; a critical alert on a benign or
-healthy run is a false alarm.
+healthy run is a false alarm. Every rule must fire on some recorded case made for it (MADE_FOR), in the library as a
+whole: a split may hold none that it fires on.
 
 The library is split by seed and by setting (benchmarks/cases.py): thresholds are chosen on the tuning split; the
 test split is every round recorded since the rules and thresholds last changed (benchmarks/rounds.py:
@@ -291,9 +292,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     judgements = [judge(d, rules) for d in found]
     shown = [j for j in judgements if args.split in (j.split, "both")]
-    lines, failed = rule_lines(shown)
+    lines = rule_lines(shown)[0]
     print(f"Every rule on the cases made for it ({'both splits' if args.split == 'both' else args.split + ' split'}):")
     print("\n".join(lines))
+    # A rule must fire on some recorded case made for it, in the library as a whole (a split may hold none).
+    failed = rule_lines(judgements)[1]
+    if failed:
+        print("targets MISSED in the library: " + "; ".join(failed))
     for split in ("tune", "test"):
         if args.split not in (split, "both"):
             continue

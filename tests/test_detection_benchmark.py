@@ -1104,3 +1104,26 @@ def test_training_is_resumable_parallel_and_runs_parents_first(tmp_path, monkeyp
     shutil.rmtree(LIBRARY.record_dir(branch))
     assert LIBRARY.train([branch.parent, branch], jobs=2) == []
     assert order.read_text().split() == [branch.parent.key, branch.key] and LIBRARY.is_recorded(branch)
+
+
+def test_a_rule_must_fire_on_a_case_made_for_it_somewhere_in_the_library(tmp_path, monkeypatch, capsys):
+    # The requirement is the library's: a split may hold no case that a rule fires on (round 45's collapses drew no
+    # rank_collapse) while the library as a whole does; one the whole library never fires on is named and fails.
+    monkeypatch.setattr(DETECTION, "MADE_FOR", {"rank_collapse": ("collapse",)})
+
+    def copy(name: str) -> None:
+        (tmp_path / name).mkdir(parents=True)
+        for f in (LIBRARY.LIBRARY / name).iterdir():
+            (tmp_path / name / f.name).write_bytes(f.read_bytes())
+
+    for name in ("noclip/healthy_s0", "noclip/collapse_0.37_at105_s0"):  # test split: harmful, no rank_collapse
+        copy(name)
+    assert DETECTION.main(["--library", str(tmp_path), "--split", "test"]) == 1
+    assert "rule rank_collapse never fired on a case made for it" in capsys.readouterr().out
+    tuned = next(d for d in RECORDED if d.parent.name == "calib" and d.name.startswith("collapse")
+                 and DETECTION.judge(d).harmful and any(a.rule == "rank_collapse" for a in DETECTION.judge(d).alerts))
+    copy(f"calib/{tuned.name}")
+    copy(f"calib/healthy_s{json.loads((tuned / 'case.json').read_text())['seed']}")
+    assert DETECTION.main(["--library", str(tmp_path), "--split", "test"]) == 0
+    out = capsys.readouterr().out
+    assert "rank_collapse      fires on   0 of   1 harmful collapse runs" in out and "targets met" in out
