@@ -255,7 +255,10 @@ from __future__ import annotations
 # 45. the never-tuned `noclip` setting (all seeds: gradient clipping off, a 5-block encoder, cadences 12/42), seeds
 #    89-90 of w72 and manytargets (healthy and a grid: the newest test setting, and the setting of the tuning split's
 #    one remaining miss, a critical false_comfort on a benign lr x30) and of quick and twoblock (healthy only),
-#    defined and set training after round 44 was read, before any rule or label was changed.
+#    defined and set training after round 44 was read, recorded with no rule, label or definition changed, and read
+#    once: every target met (32/32 caught, all at or before harm, 24/24 not blunt before both baselines, no critical
+#    alert on 13 healthy and 23 benign runs, one healthy warning in 13: online_collapse on noclip seed 3 at 120, the
+#    first reading it judges; no healthy run labelled harmful).
 # New seeds of earlier settings, per round:
 ROUND_SEEDS = {2: (5, 6), 3: (7, 8), 4: (9, 10), 5: (11, 12), 6: (13, 14), 7: (15, 16), 8: (17, 18), 10: (19, 20),
                11: (21, 22), 12: (23, 24), 13: (25, 26), 14: (27, 28),
