@@ -16,6 +16,7 @@ printed and named.
     python benchmarks/detection.py               # both splits, a summary each; exit 1 when a target is missed
     python benchmarks/detection.py --split tune  # only the tuning split (the one to look at while tuning)
     python benchmarks/detection.py --cases       # ... and one line per case
+    python benchmarks/detection.py --split tune --collapse-fraction 0.66  # a study of the label's edge
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ground_truth import (EVAL_MARGIN, eval_baseline_step, harm, loss_baseline_step, sibling_evaluations,  # noqa: E402
-                          unchanged_row)
+from ground_truth import (COLLAPSE_FRACTION, EVAL_MARGIN, eval_baseline_step, harm,  # noqa: E402
+                          loss_baseline_step, sibling_evaluations, unchanged_row)
 from library import LIBRARY, Case, load_case  # noqa: E402
 
 from jepa_core.alerts.base import Alert  # noqa: E402
@@ -120,7 +121,8 @@ def whole_rows(case_dir: Path) -> tuple[dict, list[dict], list[dict] | None]:
     return info, [r for r in healthy if r["step"] <= onset] + [r for r in rows if r["step"] > onset], healthy
 
 
-def judge(case_dir: Path, rules: RulesConfig | None = None) -> Judgement:
+def judge(case_dir: Path, rules: RulesConfig | None = None,
+          collapse_fraction: float = COLLAPSE_FRACTION) -> Judgement:
     # A healthy run is judged by the same definition from its first reading: it must come out benign, or the
     # definition (not the rules) is wrong; the summary reports it as a check of the labels.
     info, rows, healthy = whole_rows(case_dir)
@@ -129,7 +131,7 @@ def judge(case_dir: Path, rules: RulesConfig | None = None) -> Judgement:
     alerts = evaluate_rows(rows, rules, **run_facts(case_dir))  # the record keeps its run's config.toml
     siblings = [] if healthy is not None else [
         readings for name, readings in _healthy_evaluations(case_dir.parent).items() if name != case_dir.name]
-    harm_step, why = harm(rows, after, healthy, siblings)
+    harm_step, why = harm(rows, after, healthy, siblings, collapse_fraction)
     # The first loss reading that the fault could have changed: one whose row still equals the run without the fault
     # in every logged value saw nothing of it (round 19's depth3 lr x1800 from update 480 read the same at 481, to
     # the last digit, and wrecked the run by the next reading at 494), so no signal could be earlier there.
@@ -281,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--library", type=Path, default=LIBRARY)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="rules.KEY=VALUE",
                    help="judge with a changed threshold (tuning: look at --split tune only)")
+    p.add_argument("--collapse-fraction", type=float, default=COLLAPSE_FRACTION, metavar="F",
+                   help="judge by another label: a collapse is the rank or std below F of the healthy run's "
+                        f"(a study of the label's edge; the label, and the figures to quote, use {COLLAPSE_FRACTION})")
     args = p.parse_args(argv)
     try:
         rules = apply_overrides(Config(), args.overrides).rules.validate()
@@ -290,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     if not found:
         print(f"no recorded cases under {args.library}: train some with `python benchmarks/library.py --train`")
         return 2
-    judgements = [judge(d, rules) for d in found]
+    if not 0 < args.collapse_fraction < 1:
+        p.error(f"--collapse-fraction must lie between 0 and 1, not {args.collapse_fraction}")
+    judgements = [judge(d, rules, args.collapse_fraction) for d in found]
     shown = [j for j in judgements if args.split in (j.split, "both")]
     lines = rule_lines(shown)[0]
     print(f"Every rule on the cases made for it ({'both splits' if args.split == 'both' else args.split + ' split'}):")

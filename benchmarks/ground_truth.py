@@ -89,11 +89,13 @@ def readings(rows: Iterable[dict], key: str) -> dict[int, float]:
 
 
 def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None,
-         siblings: Iterable[dict[str, dict[int, float]]] = ()) -> tuple[int | None, str | None]:
+         siblings: Iterable[dict[str, dict[int, float]]] = (),
+         collapse_fraction: float = COLLAPSE_FRACTION) -> tuple[int | None, str | None]:
     """(first step > onset at which the run is harmed, why), or (None, None) for a benign run. `healthy`: the rows
     of the run without the fault (same setting and seed), for the collapse test; None for a healthy run itself.
     `siblings`: for a healthy run, the evaluation readings ({key: {step: value}}, sibling_evaluations) of the other
-    healthy runs of its setting; its evaluation fall counts only below every one of them."""
+    healthy runs of its setting; its evaluation fall counts only below every one of them. `collapse_fraction`: the
+    label's collapse test with another fraction, for a study of its edge (the label is COLLAPSE_FRACTION)."""
     siblings = list(siblings)
     best: dict[str, float] = {}
     frozen = 0
@@ -151,9 +153,10 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None,
             v, ref = _value(row, key), reference[key].get(step)
             if v is None or ref is None or not math.isfinite(ref):
                 continue
-            low[key] = low[key] + 1 if (not math.isfinite(v) or v < COLLAPSE_FRACTION * ref) else 0
+            low[key] = low[key] + 1 if (not math.isfinite(v) or v < collapse_fraction * ref) else 0
             if low[key] >= COLLAPSE_READINGS or (low[key] and step == last_read[key]):
-                return step, f"{key.split('/')[1]} halved"
+                fell = "halved" if collapse_fraction == 0.5 else f"below {collapse_fraction:g} of healthy"
+                return step, f"{key.split('/')[1]} {fell}"
     return None, None
 
 

@@ -1127,3 +1127,11 @@ def test_a_rule_must_fire_on_a_case_made_for_it_somewhere_in_the_library(tmp_pat
     assert DETECTION.main(["--library", str(tmp_path), "--split", "test"]) == 0
     out = capsys.readouterr().out
     assert "rank_collapse      fires on   0 of   1 harmful collapse runs" in out and "targets met" in out
+
+
+def test_a_study_of_the_labels_edge_takes_a_fraction_between_0_and_1(capsys):
+    for bad in ("0", "1.5"):
+        with pytest.raises(SystemExit) as exit_info:
+            DETECTION.main(["--collapse-fraction", bad])
+        assert exit_info.value.code == 2
+        assert f"--collapse-fraction must lie between 0 and 1, not {float(bad)}" in capsys.readouterr().err

@@ -70,3 +70,19 @@ def test_the_run_stays_benign_by_the_label_to_the_end_of_its_schedule():
     ratios = [ranks[s] / healthy_ranks[s] for s in (320, 360, 400)]
     # A hair above the label's halving at each new reading, and still sliding.
     assert all(GROUND_TRUTH.COLLAPSE_FRACTION < r < 0.55 for r in ratios) and ratios == sorted(ratios, reverse=True)
+
+
+def test_a_looser_collapse_label_would_call_it_harmful_and_leave_harmful_runs_uncaught():
+    # The study of the label's edge (`python benchmarks/detection.py --split tune --collapse-fraction 0.66`): within
+    # the library's window the run's last pooled-rank reading (280) is 0.65 of its healthy run's, so only a label
+    # looser than that calls it harmful, and the alert at 288 then comes after its harm.
+    judged = DETECTION.judge(CASE, collapse_fraction=0.66)
+    assert (judged.harm_step, judged.harm_why) == (280, "effective_rank below 0.66 of healthy")
+    assert DETECTION.judge(CASE, collapse_fraction=0.6).harm_step is None
+    assert DETECTION.judge(CASE).harm_why is None
+    # ... and runs the label calls benign become harmful that no rule flags: `nodecay`'s collapse of weight 0.31
+    # from 90 (seed 0) reads its pooled rank at 0.59 of its healthy run's at its last reading (180; its spread 0.76),
+    # with no alert.
+    looser = DETECTION.judge(LIBRARY.LIBRARY / "nodecay" / "collapse_0.31_at90_s0", collapse_fraction=0.66)
+    assert (looser.harm_step, looser.harm_why, looser.alerts) == (180, "effective_rank below 0.66 of healthy", [])
+    assert not DETECTION.judge(LIBRARY.LIBRARY / "nodecay" / "collapse_0.31_at90_s0").harmful
