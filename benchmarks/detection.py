@@ -291,14 +291,17 @@ def main(argv: list[str] | None = None) -> int:
         rules = apply_overrides(Config(), args.overrides).rules.validate()
     except (ConfigError, ValueError) as exc:
         p.error(str(exc))
+    if not 0 < args.collapse_fraction < 1:
+        p.error(f"--collapse-fraction must lie between 0 and 1, not {args.collapse_fraction}")
     found = library_cases(args.library)
     if not found:
         print(f"no recorded cases under {args.library}: train some with `python benchmarks/library.py --train`")
         return 2
-    if not 0 < args.collapse_fraction < 1:
-        p.error(f"--collapse-fraction must lie between 0 and 1, not {args.collapse_fraction}")
     judgements = [judge(d, rules, args.collapse_fraction) for d in found]
     shown = [j for j in judgements if args.split in (j.split, "both")]
+    if args.collapse_fraction != COLLAPSE_FRACTION:
+        print(f"A STUDY OF THE LABEL, not figures to quote: a collapse is the rank or std below "
+              f"{args.collapse_fraction:g} of the healthy run's (the label: {COLLAPSE_FRACTION:g})\n")
     lines = rule_lines(shown)[0]
     print(f"Every rule on the cases made for it ({'both splits' if args.split == 'both' else args.split + ' split'}):")
     print("\n".join(lines))

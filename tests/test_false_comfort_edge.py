@@ -86,3 +86,17 @@ def test_a_looser_collapse_label_would_call_it_harmful_and_leave_harmful_runs_un
     looser = DETECTION.judge(LIBRARY.LIBRARY / "nodecay" / "collapse_0.31_at90_s0", collapse_fraction=0.66)
     assert (looser.harm_step, looser.harm_why, looser.alerts) == (180, "effective_rank below 0.66 of healthy", [])
     assert not DETECTION.judge(LIBRARY.LIBRARY / "nodecay" / "collapse_0.31_at90_s0").harmful
+
+
+def test_the_benchmark_says_a_study_of_the_label_is_not_figures_to_quote(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(DETECTION, "MADE_FOR", {})  # two runs: no rule's coverage is judged here
+    for name in ("lr_blowup_30_at200_s1", "healthy_s1"):
+        (tmp_path / "manytargets" / name).mkdir(parents=True)
+        for f in (CASE.parent / name).iterdir():
+            (tmp_path / "manytargets" / name / f.name).write_bytes(f.read_bytes())
+    assert DETECTION.main(["--library", str(tmp_path), "--split", "tune"]) == 1  # the false alarm
+    assert "A STUDY OF THE LABEL" not in capsys.readouterr().out
+    assert DETECTION.main(["--library", str(tmp_path), "--split", "tune", "--collapse-fraction", "0.66"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("A STUDY OF THE LABEL, not figures to quote: a collapse is the rank or std below 0.66")
+    assert "critical false alarms: healthy 0/1, benign 0/0" in out
