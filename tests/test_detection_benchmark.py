@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -1112,9 +1113,7 @@ def test_a_rule_must_fire_on_a_case_made_for_it_somewhere_in_the_library(tmp_pat
     monkeypatch.setattr(DETECTION, "MADE_FOR", {"rank_collapse": ("collapse",)})
 
     def copy(name: str) -> None:
-        (tmp_path / name).mkdir(parents=True)
-        for f in (LIBRARY.LIBRARY / name).iterdir():
-            (tmp_path / name / f.name).write_bytes(f.read_bytes())
+        shutil.copytree(LIBRARY.LIBRARY / name, tmp_path / name)
 
     for name in ("noclip/healthy_s0", "noclip/collapse_0.37_at105_s0"):  # test split: harmful, no rank_collapse
         copy(name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import shutil
 
 from benchmark_util import load_benchmark
 from jepa_core.alerts.engine import evaluate_rows
@@ -91,9 +92,7 @@ def test_a_looser_collapse_label_would_call_it_harmful_and_leave_harmful_runs_un
 def test_the_benchmark_says_a_study_of_the_label_is_not_figures_to_quote(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(DETECTION, "MADE_FOR", {})  # two runs: no rule's coverage is judged here
     for name in ("lr_blowup_30_at200_s1", "healthy_s1"):
-        (tmp_path / "manytargets" / name).mkdir(parents=True)
-        for f in (CASE.parent / name).iterdir():
-            (tmp_path / "manytargets" / name / f.name).write_bytes(f.read_bytes())
+        shutil.copytree(CASE.parent / name, tmp_path / "manytargets" / name)
     assert DETECTION.main(["--library", str(tmp_path), "--split", "tune"]) == 1  # the false alarm
     assert "A STUDY OF THE LABEL" not in capsys.readouterr().out
     assert DETECTION.main(["--library", str(tmp_path), "--split", "tune", "--collapse-fraction", "0.66"]) == 0
