@@ -128,10 +128,11 @@ def judge(case_dir: Path, rules: RulesConfig | None = None,
     info, rows, healthy = whole_rows(case_dir)
     onset = info["onset"]
     after = -1 if onset is None else onset  # rows at step s describe the state after update s
-    alerts = evaluate_rows(rows, rules, **run_facts(case_dir))  # the record keeps its run's config.toml
+    facts = run_facts(case_dir)  # the record keeps its run's config.toml
+    alerts = evaluate_rows(rows, rules, **facts)
     siblings = [] if healthy is not None else [
         readings for name, readings in _healthy_evaluations(case_dir.parent).items() if name != case_dir.name]
-    harm_step, why = harm(rows, after, healthy, siblings, collapse_fraction)
+    harm_step, why = harm(rows, after, healthy, siblings, collapse_fraction, facts["eval_count"])
     # The first loss reading that the fault could have changed: one whose row still equals the run without the fault
     # in every logged value saw nothing of it (round 19's depth3 lr x1800 from update 480 read the same at 481, to
     # the last digit, and wrecked the run by the next reading at 494), so no signal could be earlier there.
@@ -142,7 +143,7 @@ def judge(case_dir: Path, rules: RulesConfig | None = None,
     return Judgement(f"{info['setting']}/{case_dir.name}", case.split, info["fault"], onset, harm_step, why,
                      [a for a in alerts if a.step > after], loss_baseline_step(rows, after),
                      eval_baseline_step(rows, after), first_loss, case.round,
-                     healthy is None and harm(rows, after)[0] is not None)
+                     healthy is None and harm(rows, after, eval_count=facts["eval_count"])[0] is not None)
 
 
 @functools.lru_cache(maxsize=None)

@@ -17,6 +17,13 @@ after the onset at which one of these holds:
   floor is used because none separates collapse from learning here: a healthy run's pooled rank falls three- to
   fourfold in its first few hundred steps (10.4 -> 3.7 on calib, 9.4 -> 2.7 on quick, seeds 3 and 0) and ends where
   a collapsing run ends, which is what defeated the fraction-of-peak rules of the first version;
+- the run ends worse than random init (since issue 45, for fault and healthy runs alike): its kNN and its linear
+  probe both read below their step-0 readings by more than the noise of a difference of two readings (sqrt(2) times
+  one evaluation's) at the last evaluation, and at every one from the harm step (the first of that final stretch
+  after the onset) on. The noise is the run's own, measured at step 0 (`<key>_noise`), or binomial on the probe-val
+  half for records that did not measure it. Both, because on the shapes' short runs the probe alone barely leaves
+  its random-init reading while the kNN climbs (calib's healthy runs end 1.3 points below on the probe, 4 above on
+  the kNN): a run the two readings disagree on has not clearly lost anything;
 - the loss or the gradient norm turns non-finite;
 - a structural invariant of the method is broken: a target patch in the context (`mask/overlap_fraction` > 0), a
   target parameter that trains (`ema/target_grad_params` > 0), a target that is a copy of the online encoder
@@ -88,15 +95,43 @@ def readings(rows: Iterable[dict], key: str) -> dict[int, float]:
     return {row["step"]: v for row in rows if (v := _value(row, key)) is not None}
 
 
+def worse_than_init(rows: list[dict], onset: int, eval_count: int | None = None) -> int | None:
+    """The first evaluation after `onset` from which every later one reads the kNN and the linear probe both below
+    their step-0 (random-init) readings by more than the noise of a difference of two readings (sqrt(2) times one
+    evaluation's); None when the run does not end so, or lacks a step-0 reading or a noise (neither measured nor an
+    `eval_count` to take a binomial one from)."""
+    first: int | None = None
+    steps = sorted(set.intersection(*(set(readings(rows, key)) for key in EVAL_KEYS)))
+    if not steps or steps[0] != 0:
+        return None
+    margins = {}
+    for key in EVAL_KEYS:
+        init = readings(rows, key)[0]
+        noise = next((v for r in rows if r["step"] == 0 and (v := _value(r, key + "_noise")) is not None), None)
+        if noise is None and eval_count:
+            noise = math.sqrt(max(init * (1 - init), 0.25 / eval_count) / eval_count)
+        if noise is None:
+            return None
+        margins[key] = (init, math.sqrt(2) * noise)
+    values = {key: readings(rows, key) for key in EVAL_KEYS}
+    for step in steps:
+        below = all(not math.isfinite(values[key][step]) or values[key][step] < init - margin
+                    for key, (init, margin) in margins.items())
+        first = (first if first is not None else step) if below and step > onset else None
+    return first
+
+
 def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None,
          siblings: Iterable[dict[str, dict[int, float]]] = (),
-         collapse_fraction: float = COLLAPSE_FRACTION) -> tuple[int | None, str | None]:
+         collapse_fraction: float = COLLAPSE_FRACTION, eval_count: int | None = None) -> tuple[int | None, str | None]:
     """(first step > onset at which the run is harmed, why), or (None, None) for a benign run. `healthy`: the rows
     of the run without the fault (same setting and seed), for the collapse test; None for a healthy run itself.
     `siblings`: for a healthy run, the evaluation readings ({key: {step: value}}, sibling_evaluations) of the other
     healthy runs of its setting; its evaluation fall counts only below every one of them. `collapse_fraction`: the
-    label's collapse test with another fraction, for a study of its edge (the label is COLLAPSE_FRACTION)."""
+    label's collapse test with another fraction, for a study of its edge (the label is COLLAPSE_FRACTION).
+    `eval_count`: the images of the probe-val half, for the binomial noise of records that did not measure theirs."""
     siblings = list(siblings)
+    worse_from = worse_than_init(rows, onset, eval_count)
     best: dict[str, float] = {}
     frozen = 0
     low = dict.fromkeys(COLLAPSE_KEYS, 0)
@@ -111,6 +146,8 @@ def harm(rows: list[dict], onset: int, healthy: list[dict] | None = None,
     for row in rows:
         step = row["step"]
         after = step > onset
+        if worse_from is not None and step >= worse_from:
+            return worse_from, "evaluation ends below random init"
         for key in ("loss", "grad_norm"):
             v = _value(row, key)
             if after and v is not None and not math.isfinite(v):

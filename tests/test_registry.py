@@ -81,7 +81,7 @@ def test_what_the_trainer_and_the_evaluation_add_is_registered() -> None:
     assert added and added <= NAMES
     assert {registry.metric(k).group for k in added} == {"basic"}
     features, labels = torch.randn(40, 8), torch.arange(40) % 4
-    scored = score_features(features, labels, knn_k=3, probe_epochs=2)
+    scored = score_features(features, labels, knn_k=3, probe_epochs=2, noise_splits=2)  # as at step 0
     assert set(scored) == {m.name for m in registry.in_group("evaluation")}
 
 

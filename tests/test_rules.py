@@ -1081,7 +1081,7 @@ def test_every_rule_has_a_name_and_follows_the_protocol() -> None:
     # dead_dimensions, ema_schedule and not_learning were removed: no recorded case could make them fire
     assert names == {"mask_leak", "target_gradients", "non_finite", "variance_collapse", "steady_collapse",
                      "online_collapse", "rank_collapse", "ema_stalled", "ema_runaway", "false_comfort", "divergence",
-                     "predictor_collapse"}
+                     "predictor_collapse", "eval_regression"}
     assert all(isinstance(r, Rule) for r in rules)
 
 

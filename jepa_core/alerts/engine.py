@@ -14,12 +14,13 @@ class RuleEngine:
     """Runs every enabled rule over a stream of metric rows and remembers what fired."""
 
     def __init__(self, cfg: RulesConfig | None = None, feature_dim: int | None = None,
-                 lr_schedule: LrSchedule | None = None) -> None:
+                 lr_schedule: LrSchedule | None = None, eval_count: int | None = None) -> None:
         self.cfg = (cfg if cfg is not None else RulesConfig()).validate()
         # Facts of the run's config, not in the stream: the width of the target's features (model.embed_dim) and
-        # the lr schedule (optim: lr, start_lr, final_lr, warmup_steps, steps).
+        # the lr schedule (optim: lr, start_lr, final_lr, warmup_steps, steps), the images an evaluation scores.
         self.feature_dim = feature_dim
-        self.rules: list[Rule] = build_rules(self.cfg, feature_dim, lr_schedule) if self.cfg.enabled else []
+        self.rules: list[Rule] = (build_rules(self.cfg, feature_dim, lr_schedule, eval_count) if self.cfg.enabled
+                                  else [])
         self.alerts: list[Alert] = []
         self._worst = -1
 
@@ -54,8 +55,8 @@ class RuleEngine:
 
 
 
-def evaluate_rows(rows: Iterable[dict], cfg: RulesConfig | None = None,
-                  feature_dim: int | None = None, lr_schedule: LrSchedule | None = None) -> list[Alert]:
+def evaluate_rows(rows: Iterable[dict], cfg: RulesConfig | None = None, feature_dim: int | None = None,
+                  lr_schedule: LrSchedule | None = None, eval_count: int | None = None) -> list[Alert]:
     """Every alert a fresh engine raises over `rows` (e.g. `jepa_core.metrics.stream.iter_rows(path)`);
-    `feature_dim` and `lr_schedule` as for RuleEngine."""
-    return RuleEngine(cfg, feature_dim, lr_schedule).run(rows)
+    `feature_dim`, `lr_schedule` and `eval_count` as for RuleEngine."""
+    return RuleEngine(cfg, feature_dim, lr_schedule, eval_count).run(rows)

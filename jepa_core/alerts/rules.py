@@ -22,6 +22,7 @@ import math
 from jepa_core.alerts.base import Alert, Rule, RuleBase, fmt, number
 from jepa_core.alerts.collapse import (FalseComfortRule, OnlineCollapseRule, RankCollapseRule, SteadyCollapseRule,
                                        Trend, VarianceCollapseRule)
+from jepa_core.alerts.evaluation import EvalRegressionRule
 from jepa_core.alerts.predictor import PredictorCollapseRule
 from jepa_core.alerts.detectors import EpisodeGate, OneSidedCusum, RecentHigh, RobustBaseline
 from jepa_core.config.rules import RulesConfig, split_names
@@ -331,11 +332,13 @@ class DivergenceRule(RuleBase):
             "watch loss and target/std_mean, which move with it."))]
 
 
-def build_rules(cfg: RulesConfig, feature_dim: int | None = None, lr_schedule: LrSchedule | None = None) -> list[Rule]:
+def build_rules(cfg: RulesConfig, feature_dim: int | None = None, lr_schedule: LrSchedule | None = None,
+                eval_count: int | None = None) -> list[Rule]:
     """One instance of every §7 rule, configured by `cfg` (fresh state: use one set per stream). `feature_dim` is the
     width of the target's features (model.embed_dim), which rank_collapse's floor needs (None: the floor is off);
     `lr_schedule` the run's lr schedule (its [optim] section): online_collapse waits out its warm-up and ema_runaway
-    judges the feature distance's jumps against it (None: neither does)."""
+    judges the feature distance's jumps against it (None: neither does); `eval_count` the images in the probe-val
+    half (eval_regression's binomial noise on streams that did not measure it; None: such streams are not judged)."""
     variance, rank = VarianceCollapseRule(cfg), RankCollapseRule(cfg, feature_dim)
     return [
         ImmediateThresholdRule(cfg, "mask_leak", "mask/overlap_fraction", cfg.mask_leak_max_overlap, (
@@ -356,4 +359,5 @@ def build_rules(cfg: RulesConfig, feature_dim: int | None = None, lr_schedule: L
         FalseComfortRule(cfg, variance, rank),  # after the two it reads, so it sees this row's verdicts
         DivergenceRule(cfg),
         PredictorCollapseRule(cfg),
+        *([EvalRegressionRule(cfg, eval_count)] if cfg.eval_regression_noise_multiple > 0 else []),
     ]

@@ -261,6 +261,10 @@ class RulesConfig:
     # of rounds 1-42 fall at most 15.7% (`predheavy` seed 54 after its warm-up), still 4 points short of the alarm.
     divergence_agreement_fall: float = 0.2
     divergence_agreement_window_steps: int = 45
+    # eval_regression (jepa_core.alerts.evaluation): a kNN or probe reading below the step-0 (random-init) reading by
+    # more than this many noises of a difference of two readings (sqrt(2) times one evaluation's noise, measured at
+    # step 0) is critical; both below their best by as much, a warning. 0 turns it off.
+    eval_regression_noise_multiple: float = 3.0
 
     def validate(self) -> RulesConfig:
         """Raise ValueError naming `rules.<key>` for a value no rule can use; returns self."""

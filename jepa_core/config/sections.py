@@ -100,6 +100,10 @@ class EvalConfig:
     knn_k: int = 20
     probe_epochs: int = 100
     at_start: bool = True  # step-0 evaluation gives the random-init baseline
+    # At the step-0 evaluation, the held-out split is also scored on this many other random halvings: their spread is
+    # the measured noise of one evaluation (knn/accuracy_noise, linear_probe/val_acc_noise), which the eval_regression
+    # rule judges falls against. 0 leaves it out (the rule then assumes binomial noise on the probe-val half).
+    noise_splits: int = 8
     artifacts: bool = True  # mask overlay and nearest-neighbour PNGs at evaluation cadence
 
 

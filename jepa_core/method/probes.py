@@ -195,12 +195,30 @@ def labelled_order(labels: Tensor, seed: int = 0) -> Tensor | None:
 
 
 def score_features(features: Tensor, labels: Tensor, knn_k: int = 20, probe_epochs: int = 100,
-                   seed: int = 0) -> dict[str, float]:
-    """kNN and linear probe on features in `labelled_order`: the first half is probe-train, the rest probe-val."""
+                   seed: int = 0, noise_splits: int = 0) -> dict[str, float]:
+    """kNN and linear probe on features in `labelled_order`: the first half is probe-train, the rest probe-val.
+
+    `noise_splits` > 0 also measures the noise of one evaluation: the same features scored on that many other
+    random halvings (seeded by `seed`), and the standard deviation of the readings over all of them logged as
+    `knn/accuracy_noise` and `linear_probe/val_acc_noise`. A probe is deterministic given its split, so which images
+    fall in which half is the whole of an evaluation's noise; the rules compare readings against it.
+    """
     labels = labels.long()
+    scores = _score_split(features, labels, knn_k, probe_epochs)
+    if noise_splits > 0:
+        generator = torch.Generator().manual_seed(seed + 1)
+        readings = [scores] + [_score_split(features[order], labels[order], knn_k, probe_epochs)
+                               for order in (torch.randperm(features.shape[0], generator=generator)
+                                             for _ in range(noise_splits))]
+        for key in ("knn/accuracy", "linear_probe/val_acc"):
+            scores[f"{key}_noise"] = float(torch.tensor([r[key] for r in readings], dtype=torch.float64).std())
+    return scores
+
+
+def _score_split(features: Tensor, labels: Tensor, knn_k: int, probe_epochs: int) -> dict[str, float]:
     half = features.shape[0] // 2
     train_x, val_x, train_y, val_y = features[:half], features[half:], labels[:half], labels[half:]
-    train_acc, val_acc = linear_probe(train_x, train_y, val_x, val_y, epochs=probe_epochs, seed=seed)
+    train_acc, val_acc = linear_probe(train_x, train_y, val_x, val_y, epochs=probe_epochs)
     return {
         "knn/accuracy": knn_accuracy(train_x, train_y, val_x, val_y, k=knn_k),
         "linear_probe/train_acc": train_acc,

@@ -110,7 +110,8 @@ _RANK = ("rank_collapse", "false_comfort")
 
 # In SPEC §6 order: a display group's panels are drawn in this order.
 METRICS: tuple[Metric, ...] = (
-    _m("loss", "basic", _panel(_OPT), _signal("divergence", 0), _doctor(0), read_by=("non_finite", "divergence")),
+    _m("loss", "basic", _panel(_OPT), _signal("divergence", 0), _doctor(0),
+       read_by=("non_finite", "divergence", "eval_regression")),
     _m("lr", "basic", _panel(_OPT)),
     _m("wd", "basic", _panel(_OPT)),
     _m("grad_norm", "basic", _panel(_OPT), _signal("divergence", 1), _doctor(1),
@@ -127,7 +128,7 @@ METRICS: tuple[Metric, ...] = (
        read_by=(*_VARIANCE, "steady_collapse", "divergence")),
     _m("target/std_min", "representation", _panel(_TARGET)),
     _m("target/std_l2n", "representation", _panel(_TARGET), _signal("variance", 1), _doctor(3), read_by=_VARIANCE),
-    _m("target/dead_dim_fraction", "representation", _panel(_TARGET), _signal("dead", 0), _doctor(6)),
+    _m("target/dead_dim_fraction", "representation", _panel(_TARGET), _doctor(6)),
     _m("target/effective_rank", "covariance", _panel(_TARGET), _signal("rank", 0), _doctor(4), read_by=_RANK),
     _m("target/token_effective_rank", "covariance", _panel(_TARGET), _signal("rank", 1), _doctor(5), read_by=_RANK),
     _m("target/cov_offdiag_abs_mean", "covariance", _panel(_TARGET)),
@@ -144,7 +145,7 @@ METRICS: tuple[Metric, ...] = (
     _m("pred/norm_mean", "representation", _panel(_PRED_REP)),
     # Its spread over the batch: a predictor that stops reading its context answers every target alike.
     _m("pred/std_mean", "representation", _panel(_PRED_REP), _signal("variance", 4), read_by=("predictor_collapse",)),
-    _m("pred/dead_dim_fraction", "representation", _panel(_PRED_REP), _signal("dead", 1)),
+    _m("pred/dead_dim_fraction", "representation", _panel(_PRED_REP)),
     _m("pred/effective_rank", "covariance", _panel(_PRED_REP)),
     _m("mask/context_count", "mask_check", _panel(_MASK)),
     _m("mask/target_count", "mask_check", _panel(_MASK)),
@@ -182,9 +183,16 @@ METRICS: tuple[Metric, ...] = (
     _m("time/ema_seconds", "basic", when=_TRAINER),
     _m("time/diagnostics_seconds", "basic", when=_TRAINER),
     _m("data/skipped_images", "basic", when="for streamed datasets only; added by the trainer"),
-    _m("knn/accuracy", "evaluation", _panel(_EVAL), Placement("eval", "", 0)),
+    _m("knn/accuracy", "evaluation", _panel(_EVAL), Placement("eval", "", 0), _signal("eval", 0),
+       read_by=("eval_regression",)),
     _m("linear_probe/train_acc", "evaluation", _panel(_EVAL), Placement("eval", "", 1)),
-    _m("linear_probe/val_acc", "evaluation", _panel(_EVAL), Placement("eval", "", 2)),
+    _m("linear_probe/val_acc", "evaluation", _panel(_EVAL), Placement("eval", "", 2), _signal("eval", 1),
+       read_by=("eval_regression",)),
+    # The noise of one evaluation, measured at the step-0 (random-init) evaluation over eval.noise_splits halvings.
+    _m("knn/accuracy_noise", "evaluation", read_by=("eval_regression",),
+       when="at the step-0 evaluation, when eval.noise_splits > 0"),
+    _m("linear_probe/val_acc_noise", "evaluation", read_by=("eval_regression",),
+       when="at the step-0 evaluation, when eval.noise_splits > 0"),
     _m("params/total", "run_facts"),
     _m("params/trainable", "run_facts"),
     _m("params/encoder", "run_facts"),

@@ -74,7 +74,8 @@ def run_evaluation(model: JEPA, heldout: Heldout, cfg: Config, device: torch.dev
     if order is not None:
         features = heldout_features(model, heldout, order, cfg, device, on_skipped)
         metrics = score_features(features, heldout.labels[order], knn_k=cfg.eval.knn_k,
-                                 probe_epochs=cfg.eval.probe_epochs, seed=cfg.runtime.seed)
+                                 probe_epochs=cfg.eval.probe_epochs, seed=cfg.runtime.seed,
+                                 noise_splits=cfg.eval.noise_splits if step == 0 else 0)
     if artifacts_dir is not None:
         if images is not None and masks is not None:
             grid = mask_overlay_grid(images.cpu(), masks.context_idx.cpu(), masks.target_idx.cpu(),

@@ -130,7 +130,9 @@ class Trainer:
                                                self.dist.world_size)
         # One lr schedule: the one the steps train with is the one the rules judge distances against.
         self.lr_schedule = LrSchedule.of(cfg.optim)
-        self.rules = RuleEngine(cfg.rules, feature_dim=cfg.model.embed_dim, lr_schedule=self.lr_schedule)
+        labelled = int((self.heldout.labels >= 0).sum())
+        self.rules = RuleEngine(cfg.rules, feature_dim=cfg.model.embed_dim, lr_schedule=self.lr_schedule,
+                                eval_count=labelled - labelled // 2 or None)  # the probe-val half
         self.step = 0
         self.critical_alert = False  # acted on by every rank
         self.diverged = False  # the last update was refused: its loss or gradient was non-finite

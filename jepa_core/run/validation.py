@@ -259,6 +259,8 @@ def validate_config(cfg: Config) -> Config:
             raise ConfigError(f"diagnostics.{name} must be a positive number of steps, got {v}")
     _positive("eval.knn_k", cfg.eval.knn_k)
     _positive("eval.probe_epochs", cfg.eval.probe_epochs)
+    if cfg.eval.noise_splits < 0:
+        raise ConfigError(f"eval.noise_splits must be 0 (off) or more, got {cfg.eval.noise_splits}")
     _positive("logging.log_every_steps", cfg.logging.log_every_steps)
     _positive("logging.checkpoint_every_steps", cfg.logging.checkpoint_every_steps)
     if cfg.logging.keep_checkpoints < 0:

