@@ -61,3 +61,16 @@ def test_the_digits_archive_is_built_from_the_package_tarball(tmp_path):
     assert np.bincount(labels).tolist() == [3] * 10
     for image, label in zip(images, labels):  # the shuffle keeps each image with its label
         assert (image == round(label / 10 * 255)).all()
+
+
+def test_the_label_calls_both_digit_runs_harmful_and_worse_than_random_init_at_the_end():
+    from ground_truth import harm, worse_than_init
+
+    from jepa_core.metrics.stream import iter_rows
+
+    # s31's kNN reads 0.355 at 500, within one noise of a difference of its 0.382 at step 0: its final stretch below
+    # random init starts at 600. Both runs are harmful earlier, by their kNN's fall from its best (at 300).
+    for name, worse_from in (("worse_than_init_s31", 600), ("worse_than_init_s32", 400)):
+        rows = [r for r in iter_rows(real_runs.RECORD_DIR / name / "metrics.jsonl.gz") if "event" not in r]
+        assert worse_than_init(rows, -1) == worse_from, name
+        assert harm(rows, -1) == (300, "knn/accuracy fell"), name

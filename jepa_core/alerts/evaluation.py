@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 from jepa_core.alerts.base import Alert, RuleBase, fmt, number
+from jepa_core.alerts.detectors import EpisodeGate
 from jepa_core.config.rules import RulesConfig
 
 METRICS = ("linear_probe/val_acc", "knn/accuracy")
@@ -44,7 +45,7 @@ class EvalRegressionRule(RuleBase):
         self.first: dict[str, float] = {}  # the first reading (the step-0 one, when the run evaluated at step 0)
         self.first_loss: float | None = None
         self.last_loss: float | None = None
-        self.critical_gate = type(self.gate)(rearm=cfg.rearm_readings)  # a warning never holds the critical alert
+        self.critical_gate = EpisodeGate(rearm=cfg.rearm_readings)  # a warning never holds the critical alert
 
     def _noise_of(self, metric: str) -> float | None:
         if metric in self.noise:
