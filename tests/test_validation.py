@@ -125,7 +125,7 @@ def test_smallest_accepted_heldout_split_evaluates(tmp_path: Path, num_heldout: 
     result = run_evaluation(model, heldout, cfg, torch.device("cpu"), 0, tmp_path if artifacts else None, None, None)
     # step 0 also measures one evaluation's noise (eval.noise_splits other halvings)
     assert set(result) == {"knn/accuracy", "linear_probe/train_acc", "linear_probe/val_acc", "knn/accuracy_noise",
-                           "linear_probe/val_acc_noise"}
+                           "linear_probe/val_acc_noise", "target/lidar", "target/lidar_noise"}
     if artifacts:
         assert list(tmp_path.glob("neighbours*.png"))
 

@@ -104,6 +104,11 @@ class EvalConfig:
     # the measured noise of one evaluation (knn/accuracy_noise, linear_probe/val_acc_noise), which the eval_regression
     # rule judges falls against. 0 leaves it out (the rule then assumes binomial noise on the probe-val half).
     noise_splits: int = 8
+    # LiDAR (target/lidar), label-free, at each evaluation: this many held-out images, each seen through
+    # lidar_views context masks by the target encoder (the SSL task's own views; fixed masks, so only the model
+    # changes between readings). 0 leaves it out.
+    lidar_images: int = 256
+    lidar_views: int = 4
     artifacts: bool = True  # mask overlay and nearest-neighbour PNGs at evaluation cadence
 
 

@@ -188,6 +188,9 @@ METRICS: tuple[Metric, ...] = (
     _m("linear_probe/train_acc", "evaluation", _panel(_EVAL), Placement("eval", "", 1)),
     _m("linear_probe/val_acc", "evaluation", _panel(_EVAL), Placement("eval", "", 2), _signal("eval", 1),
        read_by=("eval_regression",)),
+    # LiDAR (Thilak et al. 2023), label-free: held-out images as classes, their masked views as samples
+    _m("target/lidar", "evaluation", _signal("rank", 2), when="when eval.lidar_images > 0"),
+    _m("target/lidar_noise", "evaluation", when="at the step-0 evaluation, when eval.lidar_images and noise_splits > 0"),
     # The noise of one evaluation, measured at the step-0 (random-init) evaluation over eval.noise_splits halvings.
     _m("knn/accuracy_noise", "evaluation", read_by=("eval_regression",),
        when="at the step-0 evaluation, when eval.noise_splits > 0"),

@@ -92,6 +92,35 @@ def effective_rank(feats: Tensor) -> float:
     return float(effective_rank_tensor(feats).item())
 
 
+def lidar_tensor(samples: Tensor, delta: float = 1e-4) -> Tensor:
+    """LiDAR (Thilak et al. 2023): the effective rank of the linear-discriminant matrix of surrogate classes.
+
+    `samples` [n, q, D]: q embeddings of each of n surrogate classes (n >= 2, q >= 2). With the class means mu_i and
+    their mean mu, the between-class covariance S_b = cov(mu_i) and the within-class one S_w (pooled over classes,
+    plus `delta` times its mean eigenvalue so that it inverts), LiDAR is exp(entropy) of the normalised eigenvalues
+    of S_w^-1/2 S_b S_w^-1/2: how many directions separate the classes beyond their own spread. Between 1 and
+    min(n - 1, D). In float64: the whitening squares the conditioning. NaN for non-finite input, without a host sync.
+    """
+    if samples.dim() != 3 or samples.shape[0] < 2 or samples.shape[1] < 2:
+        raise ValueError(f"lidar: expected samples [classes >= 2, samples >= 2, D], got {tuple(samples.shape)}")
+    x = samples.detach().double()
+    finite = torch.isfinite(x).all()
+    x = torch.where(finite, x, torch.zeros_like(x))
+    n, q, dim = x.shape
+    means = x.mean(dim=1)  # [n, D]
+    between = (means - means.mean(dim=0)).T @ (means - means.mean(dim=0)) / (n - 1)
+    spread = (x - means[:, None, :]).reshape(n * q, dim)
+    within = spread.T @ spread / (n * (q - 1))
+    eye = torch.eye(dim, dtype=x.dtype, device=x.device)
+    within = within + (delta * within.diagonal().mean().clamp_min(1e-30)) * eye
+    values, vectors = torch.linalg.eigh(within)
+    whiten = vectors @ torch.diag(values.clamp_min(1e-30).rsqrt()) @ vectors.T
+    eig = torch.linalg.eigvalsh(whiten @ between @ whiten).clamp_min(0)
+    p = eig / (eig.sum() + 1e-300)
+    rank = (-(p * torch.log(p.clamp_min(1e-300))).sum()).exp()
+    return torch.where(finite, rank, torch.full_like(rank, float("nan"))).float()
+
+
 def subsample_rows(x: Tensor, max_rows: int, generator: torch.Generator | None = None) -> Tensor:
     """At most ``max_rows`` rows of x [N, D], drawn without replacement (all rows, in order, when N is small)."""
     if max_rows < 1:

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from jepa_core.config import Config
 from jepa_core.data import (
     EvalBatches,
+    mask_sampler_for,
     ImageDataset,
     ImageSource,
     eval_batches,
@@ -25,6 +26,7 @@ from jepa_core.data import (
 from jepa_core.method.masks import MaskBatch
 from jepa_core.method.model import JEPA
 from jepa_core.method.probes import extract_features, labelled_order, score_features
+from jepa_core.metrics.representation import lidar_tensor
 from jepa_core.metrics.artifacts import (
     mask_overlay_grid,
     retrieval_grid,
@@ -34,6 +36,8 @@ from jepa_core.metrics.artifacts import (
 # The nearest-neighbour artifact: this many held-out queries, each shown with its RETRIEVAL_K nearest among the rest.
 # Config validation needs RETRIEVAL_QUERIES + RETRIEVAL_K held-out images when eval.artifacts is on.
 RETRIEVAL_QUERIES, RETRIEVAL_K = 8, 5
+LIDAR_SEED = 7411  # the masks of LiDAR's views: fixed, so that only the model changes between readings
+LIDAR_NOISE_DRAWS = 4  # other sets of views at step 0, for the noise of one reading
 EVAL_BATCH_SIZE = 256
 
 Heldout = ImageDataset | ImageSource
@@ -76,6 +80,8 @@ def run_evaluation(model: JEPA, heldout: Heldout, cfg: Config, device: torch.dev
         metrics = score_features(features, heldout.labels[order], knn_k=cfg.eval.knn_k,
                                  probe_epochs=cfg.eval.probe_epochs, seed=cfg.runtime.seed,
                                  noise_splits=cfg.eval.noise_splits if step == 0 else 0)
+    if cfg.eval.lidar_images:
+        metrics.update(lidar_metrics(model, heldout, cfg, device, noise_draws=LIDAR_NOISE_DRAWS if step == 0 else 0))
     if artifacts_dir is not None:
         if images is not None and masks is not None:
             grid = mask_overlay_grid(images.cpu(), masks.context_idx.cpu(), masks.target_idx.cpu(),
@@ -84,6 +90,39 @@ def run_evaluation(model: JEPA, heldout: Heldout, cfg: Config, device: torch.dev
                                {"kind": "masks", "context_count": int(masks.context_idx.shape[1]),
                                 "targets": int(masks.target_idx.shape[1])})
         save_retrieval(model, heldout, cfg, device, step, artifacts_dir, on_skipped=on_skipped)
+    return metrics
+
+
+@torch.no_grad()
+def lidar_reading(model: JEPA, images: torch.Tensor, cfg: Config, draw: int = 0) -> float:
+    """LiDAR of the target encoder over `images` (normalised, on the model's device): each image a class, its
+    eval.lidar_views views the mean-pooled target-encoder tokens of one context mask of the run's own sampler. The
+    masks come from a fixed seed (`draw` picks another set), so successive readings differ only by the model."""
+    sampler = mask_sampler_for(cfg)
+    generator = torch.Generator().manual_seed(LIDAR_SEED + draw)
+    encoder, was_training = model.target_encoder, model.target_encoder.training
+    encoder.eval()
+    try:
+        views = [encoder(images, sampler.sample(images.shape[0], generator).context_idx.to(images.device)
+                         ).float().mean(dim=1) for _ in range(cfg.eval.lidar_views)]
+    finally:
+        encoder.train(was_training)
+    return float(lidar_tensor(torch.stack(views, dim=1).cpu()))
+
+
+def lidar_metrics(model: JEPA, heldout: Heldout, cfg: Config, device: torch.device,
+                  noise_draws: int = 0) -> dict[str, float]:
+    """{"target/lidar"} on the first eval.lidar_images held-out images (labels not needed); with `noise_draws`,
+    also "target/lidar_noise": the spread of the reading over that many other sets of views (at step 0)."""
+    count = min(cfg.eval.lidar_images, len(heldout))
+    if count < 2:
+        return {}
+    images = normalize_images(heldout_images(heldout, torch.arange(count), cfg).to(device))
+    metrics = {"target/lidar": lidar_reading(model, images, cfg)}
+    if noise_draws:
+        readings = [metrics["target/lidar"]] + [lidar_reading(model, images, cfg, draw) for draw in
+                                                range(1, noise_draws + 1)]
+        metrics["target/lidar_noise"] = float(torch.tensor(readings, dtype=torch.float64).std())
     return metrics
 
 

@@ -261,6 +261,11 @@ def validate_config(cfg: Config) -> Config:
     _positive("eval.probe_epochs", cfg.eval.probe_epochs)
     if cfg.eval.noise_splits < 0:
         raise ConfigError(f"eval.noise_splits must be 0 (off) or more, got {cfg.eval.noise_splits}")
+    if cfg.eval.lidar_images < 0 or cfg.eval.lidar_images == 1:
+        raise ConfigError(f"eval.lidar_images must be 0 (off) or at least 2, got {cfg.eval.lidar_images}")
+    if cfg.eval.lidar_views < 2:
+        raise ConfigError(f"eval.lidar_views must be at least 2 (LiDAR needs a spread within each image), "
+                          f"got {cfg.eval.lidar_views}")
     _positive("logging.log_every_steps", cfg.logging.log_every_steps)
     _positive("logging.checkpoint_every_steps", cfg.logging.checkpoint_every_steps)
     if cfg.logging.keep_checkpoints < 0:
