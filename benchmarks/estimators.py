@@ -8,7 +8,8 @@ that step is paired with the probe's; the figure is Spearman's rank correlation 
 family (whether a higher reading means a better probe from one run to another).
 
     python benchmarks/estimators.py RUN_DIR [RUN_DIR ...]     # run directories or recorded streams
-    python benchmarks/estimators.py --recorded                 # the recorded runs of data/real and data/estimators
+    python benchmarks/estimators.py --recorded                 # the runs of data/estimators (digits, shapes)
+    python benchmarks/estimators.py data/real/clothes/*        # the test family, read once
 
 A run's family is its data set (`data.dataset`, and the archive's file name for an npz: `digits`).
 """
@@ -24,7 +25,7 @@ from jepa_core.config.files import load_config
 from jepa_core.metrics.stream import iter_rows
 
 REPO = Path(__file__).resolve().parent.parent
-RECORDED = (REPO / "data" / "real", REPO / "data" / "estimators")
+RECORDED = (REPO / "data" / "estimators",)
 ESTIMATORS = ("target/lidar", "target/effective_rank", "target/token_effective_rank")
 PROBE = "linear_probe/val_acc"
 
@@ -102,7 +103,7 @@ def report(run_dirs: list[Path]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="*", type=Path)
-    p.add_argument("--recorded", action="store_true", help="the recorded runs of data/real and data/estimators")
+    p.add_argument("--recorded", action="store_true", help="the recorded runs of data/estimators")
     args = p.parse_args(argv)
     runs = list(args.runs)
     if args.recorded:

@@ -5,11 +5,12 @@ rules as `jepa doctor` judges them.
 
     python benchmarks/real_images.py digits                  # the archive, once
     python benchmarks/real_runs.py --train --out /tmp/real   # train the four runs (about 10 minutes on 2 cores)
+    python benchmarks/real_split.py                          # all the real-image runs, judged by the harm label
     python benchmarks/real_runs.py --train --out /tmp/real --record
     python benchmarks/real_runs.py                           # judge the recorded runs
 
-What each run must show (issue 45): the two runs whose features end worse than random init (seeds 31 and 32, no
-fault) raise a critical alert by step 500; the collapse (seed 33, from step 250) and the lr x20 (seed 36, from step
+What each run must show (issue 45): the two healthy-by-switch runs whose features end worse than random init (seeds
+31 and 32, no fault) raise a critical alert by step 500; the collapse (seed 33, from step 250) and the lr x20 (seed 36, from step
 300) raise one before their probe has fallen 10 points below its best.
 """
 
@@ -44,9 +45,10 @@ class RealRun:
 
 
 RUNS = (
-    RealRun("worse_than_init_s31", 31, 800, critical_by=500),
-    RealRun("worse_than_init_s32", 32, 800, critical_by=500),
-    RealRun("collapse_at250_s33", 33, 600, ("faults.collapse_weight=1.0", "faults.start_step=250"), before_fall=0.10),
+    RealRun("healthy_s31", 31, 800, critical_by=500),
+    RealRun("healthy_s32", 32, 800, critical_by=500),
+    RealRun("collapse_1_at250_s33", 33, 600, ("faults.collapse_weight=1.0", "faults.start_step=250"),
+            before_fall=0.10),
     RealRun("lr_blowup_20_at300_s36", 36, 600, ("faults.lr_blowup_factor=20.0", "faults.start_step=300"),
             before_fall=0.10),
 )

@@ -23,7 +23,7 @@ def test_a_recorded_digit_run_draws_its_critical_alert_in_time(run):
 
 
 def test_doctor_no_longer_calls_a_run_worse_than_random_init_healthy():
-    report = diagnose(real_runs.RECORD_DIR / "worse_than_init_s31")
+    report = diagnose(real_runs.RECORD_DIR / "healthy_s31")
     assert report.verdict == "critical"
     first = next(a for a in report.alerts if a.severity == "critical")
     assert (first.rule, first.step) == ("eval_regression", 300)
@@ -32,7 +32,7 @@ def test_doctor_no_longer_calls_a_run_worse_than_random_init_healthy():
 
 def test_the_judge_says_when_a_run_misses():
     # the same record held to an earlier step, and to a smaller fall, than its alert meets
-    s31 = real_runs.RECORD_DIR / "worse_than_init_s31"
+    s31 = real_runs.RECORD_DIR / "healthy_s31"
     ok, line = real_runs.judge(real_runs.RealRun("early", 31, 800, critical_by=200), s31)
     assert not ok and "MISSED" in line and "at step 300" in line
     ok, line = real_runs.judge(real_runs.RealRun("small", 31, 800, before_fall=0.05), s31)
@@ -70,7 +70,7 @@ def test_the_label_calls_both_digit_runs_harmful_and_worse_than_random_init_at_t
 
     # s31's kNN reads 0.355 at 500, within one noise of a difference of its 0.382 at step 0: its final stretch below
     # random init starts at 600. Both runs are harmful earlier, by their kNN's fall from its best (at 300).
-    for name, worse_from in (("worse_than_init_s31", 600), ("worse_than_init_s32", 400)):
+    for name, worse_from in (("healthy_s31", 600), ("healthy_s32", 400)):
         rows = [r for r in iter_rows(real_runs.RECORD_DIR / name / "metrics.jsonl.gz") if "event" not in r]
         assert worse_than_init(rows, -1) == worse_from, name
         assert harm(rows, -1) == (300, "knn/accuracy fell"), name
