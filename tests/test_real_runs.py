@@ -99,3 +99,15 @@ def test_the_clothes_archive_draws_per_class_and_skips_malformed_entries(tmp_pat
         assert label * 20 <= image[0, 0] < label * 20 + 5 and (image == image[0, 0]).all()
     with pytest.raises(ValueError, match="fewer than 6"):
         real_images.clothes_from_tarball(tarball, per_class=6)
+
+
+def test_the_real_split_counts_a_healthy_run_that_ends_worse_than_init_as_harm_and_uses_the_twins():
+    import real_split
+
+    verdicts = {v.name: v for v in real_split.judge_family(real_split.RECORDED / "digits")}
+    assert set(verdicts) == set(real_split.RUNS)
+    assert verdicts["healthy_s31"].harm_step is not None and verdicts["healthy_s31"].first_critical == 300
+    for twin in ("healthy_s33", "healthy_s36"):  # the runs without the faults: benign, and silent
+        assert verdicts[twin].harm_step is None and not verdicts[twin].alerts
+    lines, missed = real_split.summary("digits", list(verdicts.values()))
+    assert "4 harmful by the label (2 of them healthy by switch)" in lines[0] and missed == 0
