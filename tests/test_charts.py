@@ -139,6 +139,18 @@ def test_eval_chart_draws_step_zero_baseline_as_dashed_rule() -> None:
     assert dashed and dashed[0]["mark"]["type"] == "rule"
 
 
+def test_the_worse_than_init_panel_marks_each_readings_random_init_value() -> None:
+    import json
+
+    scalars = pd.DataFrame({"step": [0, 100, 200], "attempt": [1] * 3,
+                            "knn/accuracy": [0.38, 0.41, 0.34], "linear_probe/val_acc": [0.60, 0.58, 0.51]})
+    spec = json.dumps(charts.early_warning_charts(SimpleNamespace(scalars=scalars, alerts=None)).to_dict())
+    assert spec.count('"title": "random init"') == 2  # one dashed rule per reading, at its step-0 value
+    later = scalars[scalars["step"] > 0]  # a run that never evaluated at step 0 has nothing to mark
+    assert '"random init"' not in json.dumps(
+        charts.early_warning_charts(SimpleNamespace(scalars=later, alerts=None)).to_dict())
+
+
 def test_overlay_frame_names_runs_as_given_and_respects_budget() -> None:
     table = long_table(20_000)
     frame = charts.overlay_frame({XSS: table, "b": table}, "loss", 0.5, 5000)

@@ -150,8 +150,21 @@ def early_warning_charts(table: Any, alerts: pd.DataFrame | None = None, smoothi
             rows.append(_empty_chart(signal.title))
             continue
         panels = [metric_chart(scalars, m, marks, smoothing, max_points) for m in names]
+        if signal.key == "eval":  # what eval_regression compares with: the random-init reading, dashed
+            panels = [_with_baseline(panel, scalars, m) for panel, m in zip(panels, names)]
         rows.append(alt.hconcat(*panels, title=signal.title))
     return alt.vconcat(*rows).resolve_scale(color="independent")
+
+
+def _with_baseline(panel: alt.TopLevelMixin, scalars: pd.DataFrame, metric: str) -> alt.TopLevelMixin:
+    """`panel` with `metric`'s step-0 (random-init) reading as a dashed grey rule, when it has one."""
+    baseline = baseline_frame(scalars)
+    baseline = baseline[baseline["metric"] == metric]
+    if baseline.empty:
+        return panel
+    rule = alt.Chart(baseline).mark_rule(strokeDash=[6, 4], color="gray").encode(
+        y="baseline:Q", tooltip=[alt.Tooltip("baseline:Q", title="random init")])
+    return alt.layer(panel, rule)
 
 
 def eval_chart(table: Any, max_points: int = DEFAULT_MAX_POINTS) -> alt.TopLevelMixin:
