@@ -217,9 +217,10 @@ def check_steps(cfg: Config, model: JEPA, batches: list[Batch], steps: int, warm
 
 
 def evaluations(cfg: Config) -> int:
+    """How many evaluations a run makes: every eval_every_steps, at its last step, and at step 0 if asked (counted,
+    not listed: a run of 2**63 steps is a typo to report, not a set to build)."""
     total, every = cfg.optim.steps, cfg.diagnostics.eval_every_steps
-    at = set(range(every, total + 1, every)) | {total} | ({0} if cfg.eval.at_start else set())
-    return len(at)
+    return total // every + (total % every != 0) + bool(cfg.eval.at_start)
 
 
 def project(cfg: Config, model: JEPA, heldout, step_seconds: float, loader_rate: float, report: Report) -> None:

@@ -139,7 +139,8 @@ def write_image_folder(root: Path, per_class: int, classes: int = 2) -> None:
 
 def test_folder_heldout_checked_without_loading(tmp_path: Path) -> None:
     write_image_folder(tmp_path / "imgs", per_class=10)  # 20 images, 0.2 held out: 4
-    base = ["data.dataset=folder", f"data.path={json.dumps(str(tmp_path / 'imgs'))}", "eval.knn_k=2"]
+    base = ["data.dataset=folder", f"data.path={json.dumps(str(tmp_path / 'imgs'))}", "eval.knn_k=2",
+            "optim.batch_size=8", "optim.gns_microbatches=2"]  # 16 training images: two batches
     with pytest.raises(ConfigError, match=r"data.heldout_fraction 0.2 holds out 4 of the 20 images in data.path "
                                           r".*eval.artifacts"):
         check(*base)
@@ -151,7 +152,7 @@ def test_folder_heldout_checked_without_loading(tmp_path: Path) -> None:
 def test_npz_heldout_checked_from_the_header(tmp_path: Path) -> None:
     path = tmp_path / "d.npz"
     np.savez(path, images=np.zeros((30, 8, 8, 3), np.uint8), labels=np.arange(30) % 3)
-    base = ["data.dataset=npz", f"data.path={json.dumps(str(path))}"]
+    base = ["data.dataset=npz", f"data.path={json.dumps(str(path))}", "optim.batch_size=8"]
     with pytest.raises(ConfigError, match=r"data.heldout_fraction 0.2 holds out 6 of the 30 .*eval.knn_k=20"):
         check(*base)
     check(*base, "eval.knn_k=3", "eval.artifacts=false")
@@ -201,3 +202,32 @@ def test_cli_rejects_before_creating_the_run(tmp_path: Path, monkeypatch: pytest
     assert code == 2
     assert err.startswith(f"error: {key}") and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_integers_past_tomls_range_are_refused_before_they_reach_a_file() -> None:
+    for item in ("optim.steps=99999999999999999999", "optim.steps=-99999999999999999999"):
+        with pytest.raises(ConfigError, match="optim.steps: .* outside TOML's 64-bit integer range"):
+            check(item)
+    with pytest.raises(ConfigError, match='model.depth: expected an integer, got \'3\''):
+        check('model.depth="3"')  # a string is never turned into a number
+
+
+def test_a_training_set_smaller_than_one_batch_is_refused(tmp_path: Path) -> None:
+    import numpy as np
+
+    with pytest.raises(ConfigError, match="data.num_train 10 is smaller than optim.batch_size 64"):
+        check("data.num_train=10")
+    check("data.num_train=64")  # one batch is enough
+    np.savez(tmp_path / "small.npz", images=np.zeros((200, 8, 8), dtype=np.uint8), labels=np.arange(200) % 4)
+    small = ['data.dataset="npz"', f'data.path="{tmp_path / "small.npz"}"']
+    with pytest.raises(ConfigError, match="leaves 160 training images .* fewer than optim.batch_size 256"):
+        check(*small, "optim.batch_size=256")
+    check(*small, "optim.batch_size=160")
+
+
+def test_check_counts_the_evaluations_of_a_very_long_run_without_listing_them() -> None:
+    from jepa_core.check import evaluations
+
+    cfg = check("optim.steps=9223372036854775807", "diagnostics.eval_every_steps=400")
+    assert evaluations(cfg) == 9223372036854775807 // 400 + 2  # the last step's and step 0's too
+    assert evaluations(check("optim.steps=1600", "diagnostics.eval_every_steps=400")) == 5

@@ -1,10 +1,13 @@
-"""Atomic file writes: a temp file beside the target, fsync, rename over it; and the clean-up of temp files that an
-interrupted write left behind (`.NAME.XXXX.tmp`), which only the run's lock holder may do."""
+"""Atomic file writes: a temp file beside the target, fsync, rename over it; the clean-up of temp files that an
+interrupted write left behind (`.NAME.XXXX.tmp`), which only the run's lock holder may do; and `open_run_file`, how a
+writer opens a file it keeps open (the lock, the stream) without ever following a link it did not create."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import re
 import tempfile
 from collections.abc import Iterator
@@ -51,3 +54,23 @@ def remove_stale_temp_files(folder: Path) -> list[Path]:
             entry.unlink(missing_ok=True)
             removed.append(entry)
     return removed
+
+
+class UnsafeRunFileError(FileExistsError):
+    """A file of a run that is a symbolic link or not a regular file: a writer never writes through it."""
+
+
+def open_run_file(path: Path, flags: int, mode: int = 0o644) -> int:
+    """`os.open` that refuses a symbolic link (O_NOFOLLOW) and anything but a regular file, naming the path: a link
+    planted as `.lock` or `metrics.jsonl` would make the writer truncate or append to the file it points to."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeRunFileError(f"{path} is a symbolic link: a run's own files must be plain files inside it "
+                                     "(remove the link, then try again; nothing was written)") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeRunFileError(f"{path} is not a regular file (remove it, then try again; nothing was written)")
+    return fd

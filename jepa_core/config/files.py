@@ -35,6 +35,9 @@ def load_config(path: str | Path) -> Config:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:  # its message carries the line and column
         raise ConfigError(f"{path}: malformed TOML: {exc}") from exc
+    except RecursionError:  # tomllib parses nesting by recursion: hundreds of levels exhaust the stack
+        raise ConfigError(f"{path}: nested too deeply to read (arrays or tables hundreds of levels deep); "
+                          "a run config is at most two levels deep") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from exc
     return config_from_dict(data, source=str(path))
@@ -45,6 +48,9 @@ def _parse_value(item: str, text: str) -> Any:
         doc = tomllib.loads(f"v = {text}")
     except tomllib.TOMLDecodeError:
         return text  # a bare word such as `cosine` is a string
+    except RecursionError:
+        shown = item if len(item) <= 80 else item[:77] + "..."
+        raise ConfigError(f"--set {shown!r}: the value is nested too deeply to read") from None
     if len(doc) != 1:  # "1e-3\n[model]\n..." would otherwise set the value and silently drop the rest
         raise ConfigError(f"--set {item!r}: expected one value after '=', got more TOML after it")
     return doc["v"]

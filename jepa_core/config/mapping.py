@@ -10,6 +10,9 @@ from jepa_core.config.rules import RETIRED_KEYS
 from jepa_core.config.sections import SECTIONS, Config, ConfigError
 
 
+TOML_INT_MIN, TOML_INT_MAX = -(2**63), 2**63 - 1
+
+
 def config_to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
     return dataclasses.asdict(cfg)
 
@@ -23,6 +26,8 @@ def coerce_value(key: str, expected: Any, value: Any) -> Any:
     if isinstance(expected, int):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        if not TOML_INT_MIN <= value <= TOML_INT_MAX:  # config.toml could not hold it, nor any loop reach it
+            raise ConfigError(f"{key}: {value} is outside TOML's 64-bit integer range")
         return value
     if isinstance(expected, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -66,9 +65,13 @@ class LrSchedule:
 
     def summed(self, step: int) -> float:
         """The lr summed over the updates a row at `step` follows (updates 0..step-1; 0 at step 0)."""
-        if not self._sums:  # once per schedule; a frozen dataclass's list can still be filled
-            self._sums.extend([0.0, *itertools.accumulate(self.at(i) for i in range(self.steps))])
         step = max(step, 0)
-        if step < len(self._sums):
-            return self._sums[step]
-        return self._sums[-1] + self.final_lr * (step - self.steps)  # past the end the schedule holds final_lr
+        if step > self.steps:  # past the end the schedule holds final_lr
+            return self.summed(self.steps) + self.final_lr * (step - self.steps)
+        # Summed as far as asked, once (a frozen dataclass's list can still be filled): a run's rows never ask
+        # past the step it reached, however long its schedule.
+        if not self._sums:
+            self._sums.append(0.0)
+        while len(self._sums) <= step:
+            self._sums.append(self._sums[-1] + self.at(len(self._sums) - 1))
+        return self._sums[step]

@@ -24,6 +24,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from jepa_core.common.atomic import open_run_file
+
 NAN_TOKEN, POS_INF_TOKEN, NEG_INF_TOKEN = "NaN", "Infinity", "-Infinity"
 TOKEN_TO_FLOAT = {NAN_TOKEN: math.nan, POS_INF_TOKEN: math.inf, NEG_INF_TOKEN: -math.inf}
 # Keys whose values are prose or names, never numbers: a message that reads "NaN" stays a string.
@@ -134,7 +136,7 @@ class JsonlWriter:
             raise ValueError(f"attempt must be a non-negative integer, got {attempt!r}")
         self.path = Path(path)
         self.attempt = attempt
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd: int | None = open_run_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         # A crash may have left a torn line without "\n"; end it so our first row is not glued onto it.
         size = os.fstat(self._fd).st_size
         if size:

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from jepa_core.common.atomic import open_run_file
+
 LOCK_NAME = ".lock"
 
 
@@ -62,7 +64,7 @@ class RunLock:
     def acquire(self) -> RunLock:
         if self._fd is not None:
             return self
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_run_file(self.path, os.O_RDWR | os.O_CREAT)  # never through a planted link
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -20,11 +20,11 @@ from typing import Any
 import torch
 
 import jepa_core
-from jepa_core.common.atomic import write_json_atomic
+from jepa_core.common.atomic import UnsafeRunFileError, write_json_atomic
 from jepa_core.config import Config, ConfigError, load_config, save_config
 from jepa_core.metrics.stream import iter_rows
 from jepa_core.run import status
-from jepa_core.run.lock import RunLock
+from jepa_core.run.lock import LOCK_NAME, RunLock
 from jepa_core.run.validation import check_run_name
 
 
@@ -110,6 +110,16 @@ def create_run(cfg: Config, name: str | None = None) -> tuple[RunPaths, RunLock]
         raise FileExistsError(f"run directory {root} already exists: resume it with --resume {root} or pick --name")
     lock.root, lock.path = root, root / lock.path.name
     return RunPaths(root), lock
+
+
+def refuse_planted_links(paths: RunPaths) -> None:
+    """UnsafeRunFileError naming the file when the stream or the lock a writer appends to or rewrites is a symbolic
+    link (a resume would write through it into the file it points to). The writer also opens both without following
+    links; this says so before any work starts."""
+    for path in (paths.metrics, paths.root / LOCK_NAME):
+        if path.is_symlink():
+            raise UnsafeRunFileError(f"{path} is a symbolic link: a run's own files must be plain files inside it "
+                                     "(remove the link, then try again; nothing was written)")
 
 
 def load_run_config(root: Path) -> Config:

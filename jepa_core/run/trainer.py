@@ -82,7 +82,8 @@ from jepa_core.run.control import (
 )
 from jepa_core.run.evaluation import run_evaluation
 from jepa_core.run.lock import RunLock
-from jepa_core.run.rundir import RunPaths, create_run, next_attempt, refuse_taken_run, set_status, start_meta
+from jepa_core.run.rundir import (RunPaths, create_run, next_attempt, refuse_planted_links, refuse_taken_run, set_status,
+                                  start_meta)
 from jepa_core.run.signals import GracefulStop
 from jepa_core.run.validation import validate_config
 
@@ -173,6 +174,7 @@ class Trainer:
         if resume:
             paths = RunPaths(Path(run_dir))
             if self.dist.is_main:
+                refuse_planted_links(paths)  # before anything is written: the stream must not lead outside the run
                 self.lock = RunLock(paths.root).acquire()  # before reading anything another writer could change
                 clean_checkpoint_dir(paths.checkpoints)
                 remove_stale_temp_files(paths.root)

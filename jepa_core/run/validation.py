@@ -143,11 +143,14 @@ def _npz_counts(path: Path) -> tuple[int, bool] | None:
 
 
 def _check_heldout(cfg: Config) -> None:
-    d = cfg.data
+    d, batch = cfg.data, cfg.optim.batch_size
     if d.dataset == "shapes":
         need, why = _heldout_minimum(cfg, labelled=True)
         if d.num_heldout < need:
             raise ConfigError(f"data.num_heldout {d.num_heldout} is too small: {why}")
+        if d.num_train < batch:  # a batch would hold the same images several times over
+            raise ConfigError(f"data.num_train {d.num_train} is smaller than optim.batch_size {batch}: "
+                              "render at least one batch of images or lower the batch size")
         return
     path = Path(d.path)
     try:
@@ -162,6 +165,9 @@ def _check_heldout(cfg: Config) -> None:
     if held < need:
         raise ConfigError(f"data.heldout_fraction {d.heldout_fraction} holds out {held} of the {total} images in "
                           f"data.path {d.path}, too few: {why}")
+    if total - held < batch:
+        raise ConfigError(f"data.path {d.path} leaves {total - held} training images after holding out {held} "
+                          f"(data.heldout_fraction {d.heldout_fraction}), fewer than optim.batch_size {batch}")
 
 
 MAX_WORKERS = 256  # more DataLoader processes than any machine has cores is a typo, not a plan

@@ -91,6 +91,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not valid UTF-8 (byte {exc.start})") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: malformed TOML: {exc}") from exc
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deeply to read") from None
 
 
 def read_meta_lenient(path: Path) -> tuple[dict[str, Any], list[str]]:

@@ -1,0 +1,92 @@
+"""Hostile files in and around a run (issue 46): the writer never writes through a link planted in the run directory
+(it opens its lock and its stream without following symbolic links, refuses before writing anything, and names the
+file), and a config nested hundreds of levels deep is a clear error naming it, not a RecursionError."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from jepa_core.common.atomic import UnsafeRunFileError, open_run_file
+from jepa_core.metrics.stream import JsonlWriter
+from jepa_core.run.lock import RunLock, lock_holder
+from jepa_core.run.trainer import Trainer
+from jepa_core.train import main
+from test_train import fast_config
+
+VICTIM = b"a file outside the run that must survive\n"
+
+
+def planted(tmp_path, name: str):
+    """A paused run whose `name` is replaced by a link to a file outside it; returns (run, victim)."""
+    trainer = Trainer(fast_config(tmp_path), run_dir=tmp_path / "run", quiet=True)
+    assert trainer.run(max_steps=6) == "paused"
+    trainer.close()
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(VICTIM)
+    target = tmp_path / "run" / name
+    target.unlink()
+    target.symlink_to(victim)
+    return tmp_path / "run", victim
+
+
+@pytest.mark.parametrize("name", [".lock", "metrics.jsonl"])
+def test_resume_refuses_a_planted_link_and_leaves_its_target_alone(tmp_path, capsys, name):
+    run, victim = planted(tmp_path, name)
+    stream = None if name == "metrics.jsonl" else (run / "metrics.jsonl").read_bytes()
+    code = main(["--quiet", "--resume", str(run)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"{run / name} is a symbolic link" in err
+    assert victim.read_bytes() == VICTIM  # neither truncated (the lock) nor appended to (the stream)
+    if stream is not None:
+        assert (run / "metrics.jsonl").read_bytes() == stream
+    assert lock_holder(run) is None  # a refused writer holds nothing
+
+
+def test_the_lock_and_the_stream_refuse_links_and_non_files(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(VICTIM)
+    (tmp_path / ".lock").symlink_to(victim)
+    with pytest.raises(UnsafeRunFileError, match="symbolic link"):
+        RunLock(tmp_path).acquire()
+    (tmp_path / "metrics.jsonl").symlink_to(victim)
+    with pytest.raises(UnsafeRunFileError, match="metrics.jsonl is a symbolic link"):
+        JsonlWriter(tmp_path / "metrics.jsonl", attempt=1)
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(UnsafeRunFileError, match="not a regular file"):
+        open_run_file(tmp_path / "fifo", os.O_RDWR | os.O_CREAT)
+    assert victim.read_bytes() == VICTIM
+    fd = open_run_file(tmp_path / "plain", os.O_RDWR | os.O_CREAT)  # a plain file opens as before
+    os.close(fd)
+
+
+# ------------------------------------------------------------------------- a config nested hundreds of levels deep
+
+DEEP = "[rules]\nx = " + "[" * 500 + "]" * 500 + "\n"
+
+
+def test_a_deeply_nested_config_is_a_clear_error_everywhere_it_is_read(tmp_path, capsys):
+    from jepa_core.cli import main as jepa
+    from jepa_core.config import ConfigError, apply_overrides, preset
+    from jepa_core.config.files import load_config
+    from jepa_core.workbench.runs import read_config_file
+
+    deep = tmp_path / "deep.toml"
+    deep.write_text(DEEP)
+    with pytest.raises(ConfigError, match="deep.toml: nested too deeply"):
+        load_config(deep)
+    with pytest.raises(ValueError, match="deep.toml: nested too deeply"):
+        read_config_file(deep)
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        apply_overrides(preset("tiny"), ["optim.lr=" + "[" * 500 + "]" * 500])
+    assert main(["--config", str(deep)]) == 2  # jepa train: bad input, before anything is written
+    assert "deep.toml: nested too deeply" in capsys.readouterr().err
+    run = tmp_path / "run"
+    trainer = Trainer(fast_config(tmp_path), run_dir=run, quiet=True)
+    assert trainer.run(max_steps=4) == "paused"
+    trainer.close()
+    (run / "config.toml").write_text(DEEP)
+    assert jepa(["doctor", str(run), "--rules", "run"]) == 2  # unreadable: named, not a traceback with exit 1
+    assert "config.toml" in capsys.readouterr().err
