@@ -90,3 +90,42 @@ def test_a_deeply_nested_config_is_a_clear_error_everywhere_it_is_read(tmp_path,
     (run / "config.toml").write_text(DEEP)
     assert jepa(["doctor", str(run), "--rules", "run"]) == 2  # unreadable: named, not a traceback with exit 1
     assert "config.toml" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------- readers never refuse a writer
+
+
+def test_a_reader_probing_the_lock_never_refuses_a_starting_writer(tmp_path):
+    import fcntl
+    import threading
+    import time
+
+    from jepa_core.run.lock import LOCK_NAME, RunLockedError
+
+    (tmp_path / LOCK_NAME).touch()
+    fd = os.open(tmp_path / LOCK_NAME, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # a reader caught mid-probe, as lock_holder takes it for an instant
+    threading.Timer(0.05, lambda: (fcntl.flock(fd, fcntl.LOCK_UN), os.close(fd))).start()
+    lock = RunLock(tmp_path).acquire()  # waits the probe out instead of naming "pid ? on host ?"
+    assert lock.held and lock_holder(tmp_path)["pid"] == os.getpid()
+    # ... while a real writer is still refused, once the patience is spent, by name
+    start = time.monotonic()
+    with pytest.raises(RunLockedError, match=f"pid {os.getpid()}"):
+        RunLock(tmp_path).acquire()
+    assert time.monotonic() - start < 5
+    lock.release()
+    # and many probes racing many starts: never a refusal
+    stop = threading.Event()
+
+    def probe() -> None:
+        while not stop.is_set():
+            lock_holder(tmp_path)
+
+    reader = threading.Thread(target=probe)
+    reader.start()
+    try:
+        for _ in range(200):
+            RunLock(tmp_path).acquire().release()
+    finally:
+        stop.set()
+        reader.join()

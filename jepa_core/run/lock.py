@@ -48,6 +48,24 @@ def _read(fd: int) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+# A reader (doctor, the monitor) learns whether a run is held by taking a shared lock for an instant; a writer that
+# starts in that instant must not take it for another writer. So the writer tries again for this long, sleeping
+# between tries: a reader's probe lasts microseconds, a writer holds the lock for its life.
+WRITER_PATIENCE_SECONDS = 0.5
+
+
+def _take(fd: int) -> bool:
+    deadline = time.monotonic() + WRITER_PATIENCE_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+
+
 class RunLock:
     """Exclusive, non-blocking lock of one run directory. `acquire` raises RunLockedError naming a live holder."""
 
@@ -65,9 +83,7 @@ class RunLock:
         if self._fd is not None:
             return self
         fd = open_run_file(self.path, os.O_RDWR | os.O_CREAT)  # never through a planted link
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _take(fd):
             holder = _read(fd)
             os.close(fd)
             raise RunLockedError(self.root, holder) from None
