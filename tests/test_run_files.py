@@ -129,3 +129,63 @@ def test_a_reader_probing_the_lock_never_refuses_a_starting_writer(tmp_path):
     finally:
         stop.set()
         reader.join()
+
+
+# ------------------------------------------------------------------- damaged checkpoints and meta.json, as doctor says
+
+
+def test_doctor_names_damaged_checkpoints_and_a_garbage_meta_json(tmp_path, capsys):
+    from jepa_core.workbench.doctor import doctor_main
+
+    trainer = Trainer(fast_config(tmp_path), run_dir=tmp_path / "run", quiet=True)
+    assert trainer.run(max_steps=6) == "paused"
+    trainer.close()
+    run = tmp_path / "run"
+    assert doctor_main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "checkpoints: all" in out and "intact, newest at step 6" in out
+    for path in (run / "checkpoints").glob("*.pt"):
+        path.write_bytes(path.read_bytes()[:100])  # every checkpoint truncated
+    assert doctor_main([str(run)]) == 1  # not "HEALTHY, exit 0": nothing left to resume from
+    out = capsys.readouterr().out
+    assert "checkpoints: NONE of" in out and "--resume would start again from step 0" in out
+    assert "latest.pt is 100 bytes" in out
+    (run / "meta.json").write_text("{not json")
+    doctor_main([str(run)])
+    assert f"run status: unknown ({run / 'meta.json'} is unreadable" in capsys.readouterr().out
+
+
+def test_resume_lists_the_checkpoints_it_skipped_one_per_line(tmp_path, capsys):
+    trainer = Trainer(fast_config(tmp_path), run_dir=tmp_path / "run", quiet=True)
+    assert trainer.run(max_steps=6) == "paused"
+    trainer.close()
+    latest = tmp_path / "run" / "checkpoints" / "latest.pt"
+    latest.write_bytes(latest.read_bytes()[:100])
+    assert main(["--quiet", "--resume", str(tmp_path / "run"), "--until", "8"]) == 0
+    err = capsys.readouterr().err
+    assert "\\n" not in err  # newlines, not an escaped "\n"
+    assert any(line.startswith("skipped ") and "latest.pt" in line for line in err.splitlines())
+    assert any(line.startswith("resuming from ") for line in err.splitlines())
+
+
+@pytest.mark.parametrize("damage", ["truncate", "scramble"])
+def test_a_damaged_init_pt_never_blocks_a_resume_and_is_named(tmp_path, capsys, damage):
+    from jepa_core.workbench.doctor import doctor_main
+
+    trainer = Trainer(fast_config(tmp_path), run_dir=tmp_path / "run", quiet=True)
+    assert trainer.run(max_steps=6) == "paused"
+    trainer.close()
+    init = tmp_path / "run" / "checkpoints" / "init.pt"
+    assert (tmp_path / "run" / "checkpoints" / "init.pt.digest").is_file()  # written with a digest now
+    raw = bytearray(init.read_bytes())
+    if damage == "truncate":
+        raw = raw[: len(raw) // 2]
+    else:  # the same size, bytes flipped in the middle of the tensor data: it would load, wrong
+        middle = len(raw) // 2
+        raw[middle:middle + 64] = bytes(255 - b for b in raw[middle:middle + 64])
+    init.write_bytes(bytes(raw))
+    assert doctor_main([str(tmp_path / "run")]) == 0  # the run can still resume: healthy, init.pt named
+    assert "init.pt" in capsys.readouterr().out
+    assert main(["--quiet", "--resume", str(tmp_path / "run"), "--until", "10"]) == 0
+    err = capsys.readouterr().err
+    assert "init.pt" in err and "measured from the resumed weights" in err

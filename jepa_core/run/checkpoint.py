@@ -81,6 +81,37 @@ def save_checkpoint(checkpoint_dir: Path, step: int, state: dict[str, Any]) -> P
     return path
 
 
+INITIAL = "init.pt"  # the context encoder's initial weights, for the weight-drift diagnostic
+
+
+def save_initial_weights(checkpoint_dir: Path, weights: dict[str, Any]) -> Path:
+    """init.pt with its digest (step 0), written like every checkpoint: the digest lands before the file does."""
+    path = checkpoint_dir / INITIAL
+    with atomic_file(path) as fh:
+        writer = _HashingWriter(fh)
+        torch.save(weights, writer)
+        record = {"sha256": writer.sha256.hexdigest(), "bytes": writer.size, "step": 0}
+        atomic_write(digest_path(path), (json.dumps(record) + "\n").encode())
+    return path
+
+
+def load_initial_weights(checkpoint_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(init.pt's weights, None), or (None, why not) when it is missing, fails its digest or does not load: only the
+    drift diagnostic needs it, so a damaged one never blocks a resume. A digest-less init.pt (written before they
+    had one) is loaded unverified."""
+    path = checkpoint_dir / INITIAL
+    if not path.is_file():
+        return None, f"{path} is missing"
+    if read_digest(path) is not None:
+        why = verify_checkpoint(path)
+        if why is not None:
+            return None, f"{path} {why}"
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True), None
+    except Exception as exc:  # torch raises many types for a bad file
+        return None, f"{path} does not load ({type(exc).__name__})"
+
+
 def list_checkpoints(checkpoint_dir: Path) -> list[tuple[int, Path]]:
     if not checkpoint_dir.is_dir():
         return []

@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 
 from jepa_core.alerts.engine import RuleEngine
-from jepa_core.common.atomic import atomic_file, remove_stale_temp_files
+from jepa_core.common.atomic import remove_stale_temp_files
 from jepa_core.common.console import format_console_line, terminal_safe
 from jepa_core.config import CADENCE_KEYS, Config, DiagnosticsConfig, config_to_dict
 from jepa_core.data import (
@@ -68,11 +68,12 @@ from jepa_core.metrics.stream import iter_rows
 from jepa_core.run import distributed
 from jepa_core.run import status as run_status
 from jepa_core.run.checkpoint import (
-    CheckpointError,
     clean_checkpoint_dir,
     find_resume_checkpoint,
+    load_initial_weights,
     prune_checkpoints,
     save_checkpoint,
+    save_initial_weights,
 )
 from jepa_core.run.control import (
     ControlError,
@@ -180,7 +181,8 @@ class Trainer:
                 remove_stale_temp_files(paths.root)
             found = find_resume_checkpoint(paths.checkpoints, self.device)
             if self.dist.is_main:
-                self._say_on_stderr(found.describe() or f"no checkpoint in {paths.checkpoints}")
+                for line in (found.describe() or f"no checkpoint in {paths.checkpoints}").splitlines():
+                    self._say_on_stderr(line)  # one line each: terminal_safe would print a newline as "\\n"
             if found.state is not None:
                 self._load_state(found.state, paths)
             elif self.dist.is_main:
@@ -197,9 +199,8 @@ class Trainer:
         paths = distributed.broadcast_path(paths, self.dist)
         if self.dist.is_main:
             self.meta = start_meta(paths, self.cfg, self.device, self.dist.world_size, next_attempt(paths.metrics))
-            if not (paths.checkpoints / "init.pt").is_file():
-                with atomic_file(paths.checkpoints / "init.pt") as fh:  # a kill mid-write must not break resume
-                    torch.save(self.model.context_encoder.state_dict(), fh)
+            if not (paths.checkpoints / "init.pt").is_file():  # atomic, with its digest: a kill mid-write is harmless
+                save_initial_weights(paths.checkpoints, self.model.context_encoder.state_dict())
         else:
             self.meta = {}
         return paths
@@ -213,13 +214,12 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.instrumentation.load_state_dict(state.get("instrumentation", {}))
         self.skipped_images = int(state.get("data", {}).get("skipped_images", 0))
-        init = paths.checkpoints / "init.pt"
-        if init.is_file():
-            try:
-                initial = torch.load(init, map_location="cpu", weights_only=True)
-            except Exception as exc:  # only the drift diagnostic needs it; torch raises many types for a bad file
-                raise CheckpointError(f"cannot load {init} (the initial weights): {exc}") from exc
-            self.instrumentation.set_initial_weights(initial)
+        initial, why = load_initial_weights(paths.checkpoints)
+        if initial is None:  # only the drift diagnostic needs it: say so, and measure drift from here on
+            if self.dist.is_main:
+                self._say_on_stderr(f"warning: {why}: health/weight_drift_max is measured from the resumed weights")
+            initial = {k: v.detach().cpu().clone() for k, v in self.model.context_encoder.state_dict().items()}
+        self.instrumentation.set_initial_weights(initial)
         self.step = int(state["step"])
         # Rules are streaming state machines: replaying the kept rows restores them exactly, nothing to store.
         for row in iter_rows(paths.metrics):

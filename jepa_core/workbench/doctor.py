@@ -29,6 +29,7 @@ from jepa_core.metrics import registry
 from jepa_core.metrics.reader import MetricsTable, read_metrics
 from jepa_core.metrics.stream import ARCHIVED_STREAM_NAME, STREAM_NAME, encode_row, iter_rows, stream_file
 from jepa_core.run import status as run_words
+from jepa_core.run.checkpoint import INITIAL, read_digest, verify_checkpoint
 
 __all__ = ["KEY_METRICS", "DoctorReport", "UnreadableRunError", "diagnose", "format_report", "doctor_main",
            "resolve_metrics_path", "run_facts", "run_feature_dim", "run_rules"]
@@ -53,15 +54,23 @@ class DoctorReport:
     last_step: int | None = None  # the run's own last step (meta.json), not the last logged metric step
     feature_dim: int | None = None  # the features' width from the run's config.toml (None: rank floor off)
     rules: str = "today"  # which thresholds judged it: "today" (this version's defaults) or "run" (its config.toml)
+    status_note: str = ""  # why the status is unknown, naming the file, when meta.json is there but unreadable
+    # The checkpoints checked against their digests (jepa doctor only; the monitor's list never hashes them):
+    # {"intact": [names], "damaged": {name: why}, "newest_step": int | None}; None when there are none to check.
+    checkpoints: dict[str, Any] | None = None
+
+    @property
+    def resumable(self) -> bool:
+        return self.checkpoints is None or bool(self.checkpoints["intact"]) or not self.checkpoints["damaged"]
 
     @property
     def exit_code(self) -> int:
-        return EXIT_HEALTHY if self.verdict == "healthy" else EXIT_ALERTS
+        return EXIT_HEALTHY if self.verdict == "healthy" and self.resumable else EXIT_ALERTS
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run, "verdict": self.verdict, "exit_code": self.exit_code, "status": self.status,
-                "last_step": self.last_step, "feature_dim": self.feature_dim, "rules": self.rules,
-                "alerts": [a.to_row() for a in self.alerts],
+                "status_note": self.status_note, "last_step": self.last_step, "feature_dim": self.feature_dim,
+                "rules": self.rules, "checkpoints": self.checkpoints, "alerts": [a.to_row() for a in self.alerts],
                 "key_metrics": self.key_metrics}
 
 
@@ -157,12 +166,14 @@ def _key_metrics(scalars: pd.DataFrame, torn: int, bad: int) -> dict[str, Any]:
     }
 
 
-def diagnose(run_path: str | Path, cfg: RulesConfig | None = None, own_rules: bool = False) -> DoctorReport:
+def diagnose(run_path: str | Path, cfg: RulesConfig | None = None, own_rules: bool = False,
+             check_checkpoints: bool = False) -> DoctorReport:
     """Read a run (directory, metrics.jsonl or metrics.jsonl.gz), re-run the rules, merge recorded alerts, summarise
     key metrics. `own_rules`: judge with the run's own [rules] (its config.toml) rather than `cfg` or the defaults.
 
     Raises UnreadableRunError (naming the path) when there is nothing to judge: missing, empty or all garbage, or
-    (own_rules) no readable config.toml.
+    (own_rules) no readable config.toml. `check_checkpoints` hashes every checkpoint against its digest (jepa
+    doctor; seconds for large ones, so the monitor's run list leaves it out).
     """
     path = resolve_metrics_path(run_path)
     facts = run_facts(path.parent)
@@ -185,9 +196,11 @@ def diagnose(run_path: str | Path, cfg: RulesConfig | None = None, own_rules: bo
     worst = max((SEVERITIES.index(a.severity) for a in alerts), default=0)
     verdict = "healthy" if worst <= SEVERITIES.index("info") else SEVERITIES[worst]
     key_metrics = _key_metrics(table.scalars, table.torn_lines, len(table.bad_lines))
-    status, last_step = _run_status(path, key_metrics.get("steps", {}).get("last"))
+    status, last_step, status_note = _run_status(path, key_metrics.get("steps", {}).get("last"))
     return DoctorReport(run=str(path), verdict=verdict, alerts=alerts, key_metrics=key_metrics, status=status,
-                        last_step=last_step, feature_dim=feature_dim, rules="run" if own_rules else "today")
+                        last_step=last_step, feature_dim=feature_dim, rules="run" if own_rules else "today",
+                        status_note=status_note,
+                        checkpoints=checkpoint_health(path.parent) if check_checkpoints else None)
 
 
 def run_rules(run_dir: Path) -> RulesConfig:
@@ -224,17 +237,44 @@ def run_feature_dim(run_dir: Path) -> int | None:
     return run_facts(run_dir)["feature_dim"]
 
 
-def _run_status(metrics: Path, stream_last: int | None) -> tuple[str, int | None]:
-    """The status word and last step of the run that holds `metrics`, from its meta.json (a damaged or missing
-    meta.json gives "unknown"; the verdict never depends on it)."""
+def _run_status(metrics: Path, stream_last: int | None) -> tuple[str, int | None, str]:
+    """The status word and last step of the run that holds `metrics`, from its meta.json, and why the status is
+    unknown when meta.json is there but unreadable (naming it; a recorded stream without one says nothing). The
+    verdict never depends on it."""
+    path = metrics.parent / "meta.json"
     try:
-        meta = json.loads((metrics.parent / "meta.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return run_words.UNKNOWN, stream_last
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return run_words.UNKNOWN, stream_last, ""
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        return run_words.UNKNOWN, stream_last, f"{path} is unreadable ({why})"
     if not isinstance(meta, dict):
-        return run_words.UNKNOWN, stream_last
+        return run_words.UNKNOWN, stream_last, f"{path} holds a JSON {type(meta).__name__}, not an object"
     status = run_words.run_status(meta, metrics.stat().st_mtime, path=metrics.parent)
-    return status, run_words.run_last_step(meta, stream_last)
+    return status, run_words.run_last_step(meta, stream_last), ""
+
+
+def checkpoint_health(run_dir: Path) -> dict[str, Any] | None:
+    """Every checkpoint a resume could start from (latest.pt, step_*.pt) checked against its digest, and init.pt
+    (the drift diagnostic's reference, never a resume point) when it has a digest. None without any."""
+    folder = run_dir / "checkpoints"
+    files = sorted(p for p in folder.glob("*.pt") if p.name != INITIAL) if folder.is_dir() else []
+    if not files:
+        return None
+    intact, damaged, newest = [], {}, None
+    for path in files:
+        why = verify_checkpoint(path)
+        if why is not None:
+            damaged[path.name] = why
+            continue
+        intact.append(path.name)
+        step = (read_digest(path) or {}).get("step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            newest = step if newest is None else max(newest, step)
+    init = folder / INITIAL
+    init_damage = verify_checkpoint(init) if init.is_file() and read_digest(init) is not None else None
+    return {"intact": intact, "damaged": damaged, "newest_step": newest, "initial_weights": init_damage}
 
 
 def _what_is_there(path: Path, table: MetricsTable) -> str:
@@ -268,7 +308,8 @@ def format_report(report: DoctorReport) -> str:
     steps, tp = km.get("steps", {}), km.get("throughput", {})
     last = "?" if report.last_step is None else report.last_step
     lines = [f"jepa doctor: {terminal_safe(report.run)}", f"verdict: {report.verdict.upper()}{note}",
-             f"run status: {report.status}, last step {last}"
+             f"run status: {report.status}" + (f" ({terminal_safe(report.status_note)})" if report.status_note else "")
+             + f", last step {last}"
              + ("" if report.feature_dim else "; no readable config.toml beside the stream: the rank floor is off, "
                 "online_collapse does not wait out the lr warm-up, and ema_runaway reads the feature distance's "
                 "jumps raw, without the lr schedule's own growth"),
@@ -276,6 +317,8 @@ def format_report(report: DoctorReport) -> str:
                                "today's rules (the run's own: --rules run)"),
              f"steps {steps.get('first')}..{steps.get('last')} ({steps.get('rows')} metric rows, "
              f"{km.get('torn_lines', 0)} torn, {km.get('bad_lines', 0)} bad lines)"]
+    if report.checkpoints is not None:
+        lines.append(_checkpoint_line(report.checkpoints))
     if tp.get("samples_per_second_last") is not None or tp.get("eta_seconds_last") is not None:
         # An ETA only means something while the run can still go on.
         eta = f", ETA {format_duration(tp.get('eta_seconds_last'))}" if report.status in run_words.LIVE else ""
@@ -296,10 +339,27 @@ def format_report(report: DoctorReport) -> str:
     return "\n".join(lines)
 
 
+def _checkpoint_line(health: dict[str, Any]) -> str:
+    intact, damaged = health["intact"], health["damaged"]
+    total = len(intact) + len(damaged)
+    if not damaged:
+        head = f"checkpoints: all {total} intact"
+    elif intact:
+        head = f"checkpoints: {len(intact)} of {total} intact"
+    else:
+        head = f"checkpoints: NONE of {total} intact: --resume would start again from step 0"
+    newest = f", newest at step {health['newest_step']}" if health["newest_step"] is not None else ""
+    bad = "; ".join(f"{terminal_safe(name)} {terminal_safe(why)}" for name, why in damaged.items())
+    init = health.get("initial_weights")
+    init_words = (f"; {INITIAL} {terminal_safe(init)} (a resume measures weight drift from its own weights)"
+                  if init else "")
+    return head + newest + (f"; damaged: {bad}" if bad else "") + init_words
+
+
 def doctor_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="jepa doctor",
-                                     description="Health verdict and alerts of a run (exit 0 healthy, 1 alerts, "
-                                                 "2 unreadable).")
+                                     description="Health verdict and alerts of a run (exit 0 healthy, 1 alerts or no "
+                                                 "intact checkpoint left, 2 unreadable).")
     parser.add_argument("run", help="run directory, metrics.jsonl file, or an archived metrics.jsonl.gz")
     parser.add_argument("--json", action="store_true", help="print the report as one strict JSON object")
     parser.add_argument("--rules", choices=("today", "run"), default="today",
@@ -307,7 +367,7 @@ def doctor_main(argv: list[str] | None = None) -> int:
                              "config.toml")
     args = parser.parse_args(argv)
     try:
-        report = diagnose(args.run, own_rules=args.rules == "run")
+        report = diagnose(args.run, own_rules=args.rules == "run", check_checkpoints=True)
     except UnreadableRunError as exc:
         print(f"jepa doctor: {terminal_safe(str(exc))}", file=sys.stderr)
         return EXIT_UNREADABLE
