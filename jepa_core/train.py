@@ -6,6 +6,7 @@ The config arguments (--config, --preset, --set) are shared with `jepa check`, s
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import sys
 from pathlib import Path
@@ -16,7 +17,8 @@ from jepa_core.data import DataError
 from jepa_core.method.runtime import parse_profile_steps, set_thread_count
 from jepa_core.run import distributed
 from jepa_core.run import status as run_status
-from jepa_core.run.checkpoint import CheckpointError
+from jepa_core.metrics.sinks import MetricSinkError
+from jepa_core.run.checkpoint import CheckpointError, list_checkpoints
 from jepa_core.run.lock import RunLockedError
 from jepa_core.run.rundir import load_run_config
 from jepa_core.run.signals import GracefulStop
@@ -62,9 +64,24 @@ def config_from_args(args: argparse.Namespace) -> Config:
     return validate_config(cfg)
 
 
+# A disk that fills up or turns read-only mid-run: the run stops as `crashed`, every file consistent up to its last
+# checkpoint, and the command says so in one line instead of a traceback with the "diverged" exit code.
+DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+EXIT_CRASHED = 3
+
+
+def disk_full_words(trainer: Trainer, exc: OSError) -> str:
+    where = exc.filename or trainer.paths.root
+    kept = list_checkpoints(trainer.paths.checkpoints)
+    intact = (f"its last checkpoint (step {kept[-1][0]})" if kept else "step 0 (no checkpoint was written)")
+    return (f"crashed at step {trainer.step}: cannot write {where}: {exc.strerror or exc}. The run directory "
+            f"{trainer.paths.root} is consistent up to {intact}; free some space (or make it writable), then "
+            f"jepa train --resume {trainer.paths.root}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """`jepa train`: exit 0 finished, stopped (signal or control file) or stopped_on_alert; 1 diverged; 2 bad input
-    or a run held by another writer. SIGTERM/SIGINT stop gracefully; a second signal ends the process at once."""
+    or a run held by another writer; 3 crashed on a full or read-only disk. SIGTERM/SIGINT stop gracefully; a second signal ends the process at once."""
     args = build_parser().parse_args(argv)
     with GracefulStop() as stop:
         try:
@@ -80,9 +97,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {terminal_safe(str(exc))}", file=sys.stderr)
             return 2
         max_steps = None if args.until is None else max(0, args.until - trainer.step)
-        status = trainer.run(stop_event=stop, max_steps=max_steps)
-        if status == run_status.PAUSED:  # reached --until before the configured end
-            status = trainer.end(run_status.STOPPED)
+        try:
+            status = trainer.run(stop_event=stop, max_steps=max_steps)
+            if status == run_status.PAUSED:  # reached --until before the configured end
+                status = trainer.end(run_status.STOPPED)
+        except (OSError, MetricSinkError) as exc:
+            disk = exc if isinstance(exc, OSError) else exc.__cause__
+            if not isinstance(disk, OSError) or disk.errno not in DISK_ERRORS:
+                raise
+            print(f"error: {terminal_safe(disk_full_words(trainer, disk))}", file=sys.stderr)
+            return EXIT_CRASHED
     if trainer.dist.is_main and not args.quiet:
         kept = f" (last finite state: step {trainer.step})" if status == run_status.DIVERGED else ""
         print(terminal_safe(f"{status} at step {trainer.last_step}{kept}: {trainer.paths.root}"))

@@ -189,3 +189,69 @@ def test_a_damaged_init_pt_never_blocks_a_resume_and_is_named(tmp_path, capsys, 
     assert main(["--quiet", "--resume", str(tmp_path / "run"), "--until", "10"]) == 0
     err = capsys.readouterr().err
     assert "init.pt" in err and "measured from the resumed weights" in err
+
+
+# ------------------------------------------------------------------------------- read-only places and a full disk
+
+
+def test_an_unwritable_runs_folder_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    from jepa_core.config import save_config
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    cfg = fast_config(tmp_path)
+    cfg.logging.runs_dir = str(blocker / "runs")  # a path through a file: no run can be written there
+    save_config(cfg, tmp_path / "cfg.toml")
+    built = []
+    monkeypatch.setattr("jepa_core.run.trainer.datasets_for", lambda *a: built.append(a))
+    assert main(["--quiet", "--config", str(tmp_path / "cfg.toml")]) == 2
+    err = capsys.readouterr().err
+    assert f"logging.runs_dir {blocker / 'runs'}: cannot write there" in err
+    assert built == []  # refused before the data was built
+
+
+def test_resume_of_a_run_on_a_read_only_disk_is_refused_naming_it(tmp_path, capsys, monkeypatch):
+    import errno
+    import tempfile
+
+    trainer = Trainer(fast_config(tmp_path), run_dir=tmp_path / "run", quiet=True)
+    assert trainer.run(max_steps=6) == "paused"
+    trainer.close()
+    before = (tmp_path / "run" / "metrics.jsonl").read_bytes()
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)  # root passes permission checks; a read-only mount does not
+    assert main(["--quiet", "--resume", str(tmp_path / "run")]) == 2
+    assert f"run directory {tmp_path / 'run'}: cannot write there (Read-only file system)" in capsys.readouterr().err
+    assert (tmp_path / "run" / "metrics.jsonl").read_bytes() == before
+
+
+def test_a_disk_that_fills_up_mid_run_ends_it_as_crashed_in_one_line(tmp_path, capsys, monkeypatch):
+    import errno
+    import json
+
+    from jepa_core.config import save_config
+    from jepa_core.metrics.stream import JsonlWriter
+
+    cfg = fast_config(tmp_path)
+    cfg.logging.name = "full"
+    save_config(cfg, tmp_path / "cfg.toml")
+    write = JsonlWriter.write
+
+    def filling(self, row):
+        if row.get("step", 0) >= 12:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+        return write(self, row)
+
+    monkeypatch.setattr(JsonlWriter, "write", filling)
+    assert main(["--quiet", "--config", str(tmp_path / "cfg.toml")]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    run = tmp_path / "full"  # fast_config writes runs into tmp_path itself
+    assert len(err) == 1 and "Traceback" not in err[0]
+    assert f"cannot write {run / 'metrics.jsonl'}: No space left on device" in err[0]
+    assert f"jepa train --resume {run}" in err[0]
+    assert json.loads((run / "meta.json").read_text())["status"] == "crashed"
+    for line in (run / "metrics.jsonl").read_text().splitlines():  # what was written stays strict JSON
+        json.loads(line)

@@ -79,6 +79,21 @@ def _meta_or_empty(root: Path) -> dict[str, Any]:
         return {}
 
 
+def refuse_unwritable(folder: Path, what: str) -> None:
+    """ConfigError naming `folder` when a file cannot be created in it (read-only disk or mount, no permission, a
+    path through a file): asked before any work, so a run never builds its data only to fail at its first write.
+    A real write, not os.access: root passes every permission check but not a read-only file system."""
+    probe_dir = folder
+    while not probe_dir.exists() and probe_dir != probe_dir.parent:
+        probe_dir = probe_dir.parent  # the runs folder is created later: its nearest existing parent must take it
+    try:
+        fd, name = tempfile.mkstemp(prefix=".write-probe.", dir=probe_dir)
+    except OSError as exc:
+        raise ConfigError(f"{what} {folder}: cannot write there ({exc.strerror or exc}); nothing was written") from None
+    os.close(fd)
+    os.unlink(name)
+
+
 def refuse_taken_run(runs_dir: Path, name: str) -> Path:
     """The directory a fresh run named `name` would get; FileExistsError when it is taken. Cheap, so a trainer
     asks it before building data and model: a taken name is bad input, refused before any work."""

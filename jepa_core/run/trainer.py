@@ -83,8 +83,8 @@ from jepa_core.run.control import (
 )
 from jepa_core.run.evaluation import run_evaluation
 from jepa_core.run.lock import RunLock
-from jepa_core.run.rundir import (RunPaths, create_run, next_attempt, refuse_planted_links, refuse_taken_run, set_status,
-                                  start_meta)
+from jepa_core.run.rundir import (RunPaths, create_run, next_attempt, refuse_planted_links, refuse_taken_run,
+                                  refuse_unwritable, set_status, start_meta)
 from jepa_core.run.signals import GracefulStop
 from jepa_core.run.validation import validate_config
 
@@ -102,6 +102,11 @@ class Trainer:
         self.quiet = quiet
         self.dist = distributed.context()
         self.device = resolve_device(cfg.runtime.device, self.dist.local_rank)
+        if self.dist.is_main:  # a read-only disk or a path through a file: refused before any work, naming it
+            if resume:
+                refuse_unwritable(Path(run_dir), "run directory")
+            else:
+                refuse_unwritable(Path(run_dir).parent if run_dir else Path(cfg.logging.runs_dir), "logging.runs_dir")
         if not resume and self.dist.is_main and (run_dir or cfg.logging.name):
             # create_run checks again when it creates the directory; this only refuses early, before any work
             refuse_taken_run(Path(run_dir).parent if run_dir else Path(cfg.logging.runs_dir),
