@@ -15,9 +15,9 @@ from jepa_core.common.console import terminal_safe
 from jepa_core.config import Config, ConfigError, apply_overrides, load_config, preset
 from jepa_core.data import DataError
 from jepa_core.method.runtime import parse_profile_steps, set_thread_count
+from jepa_core.metrics.sinks import MetricSinkError
 from jepa_core.run import distributed
 from jepa_core.run import status as run_status
-from jepa_core.metrics.sinks import MetricSinkError
 from jepa_core.run.checkpoint import CheckpointError, list_checkpoints
 from jepa_core.run.lock import RunLockedError
 from jepa_core.run.rundir import load_run_config
@@ -81,7 +81,8 @@ def disk_full_words(trainer: Trainer, exc: OSError) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """`jepa train`: exit 0 finished, stopped (signal or control file) or stopped_on_alert; 1 diverged; 2 bad input
-    or a run held by another writer; 3 crashed on a full or read-only disk. SIGTERM/SIGINT stop gracefully; a second signal ends the process at once."""
+    or a run held by another writer; 3 crashed on a full or read-only disk. SIGTERM/SIGINT stop gracefully; a second
+    signal ends the process at once."""
     args = build_parser().parse_args(argv)
     with GracefulStop() as stop:
         try:
