@@ -20,9 +20,11 @@ import argparse
 import statistics
 from pathlib import Path
 
+import pandas as pd
+
 from jepa_core.config import ConfigError
 from jepa_core.config.files import load_config
-from jepa_core.metrics.stream import iter_rows
+from jepa_core.metrics.stream import iter_rows, stream_file
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDED = (REPO / "data" / "estimators",)
@@ -32,28 +34,15 @@ PROBE = "linear_probe/val_acc"
 
 def ranks(values: list[float]) -> list[float]:
     """Ranks from 1, ties sharing their mean rank."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    out = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            out[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return out
+    return pd.Series(values, dtype=float).rank(method="average").tolist()
 
 
 def spearman(xs: list[float], ys: list[float]) -> float | None:
     """Spearman's rank correlation; None with fewer than 3 pairs or a constant side."""
-    if len(xs) != len(ys) or len(xs) < 3:
+    if len(xs) != len(ys) or len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
         return None
-    rx, ry = ranks(xs), ranks(ys)
-    mx, my = statistics.fmean(rx), statistics.fmean(ry)
-    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
-    return None if sxx == 0 or syy == 0 else sxy / (sxx * syy) ** 0.5
+    rho = pd.Series(xs, dtype=float).corr(pd.Series(ys, dtype=float), method="spearman")
+    return round(float(rho), 12)  # Pearson of the ranks: exact correlations come out 1 - 1e-16
 
 
 def family(run_dir: Path) -> str:
@@ -68,10 +57,9 @@ def family(run_dir: Path) -> str:
 
 def pairs(run_dir: Path) -> dict[str, list[tuple[float, float]]]:
     """{estimator: [(its reading at an evaluation step, the probe there)]} for one run."""
-    stream = next(p for p in (run_dir / "metrics.jsonl", run_dir / "metrics.jsonl.gz") if p.is_file())
     latest: dict[str, float] = {}
     out: dict[str, list[tuple[float, float]]] = {e: [] for e in ESTIMATORS}
-    for row in iter_rows(stream):
+    for row in iter_rows(stream_file(run_dir)):
         if "event" in row:
             continue
         for e in ESTIMATORS:

@@ -101,19 +101,19 @@ def worse_than_init(rows: list[dict], onset: int, eval_count: int | None = None)
     evaluation's); None when the run does not end so, or lacks a step-0 reading or a noise (neither measured nor an
     `eval_count` to take a binomial one from)."""
     first: int | None = None
-    steps = sorted(set.intersection(*(set(readings(rows, key)) for key in EVAL_KEYS)))
+    values = {key: readings(rows, key) for key in EVAL_KEYS}
+    steps = sorted(set.intersection(*(set(v) for v in values.values())))
     if not steps or steps[0] != 0:
         return None
     margins = {}
     for key in EVAL_KEYS:
-        init = readings(rows, key)[0]
+        init = values[key][0]
         noise = next((v for r in rows if r["step"] == 0 and (v := _value(r, key + "_noise")) is not None), None)
         if noise is None and eval_count:
             noise = math.sqrt(max(init * (1 - init), 0.25 / eval_count) / eval_count)
         if noise is None:
             return None
         margins[key] = (init, math.sqrt(2) * noise)
-    values = {key: readings(rows, key) for key in EVAL_KEYS}
     for step in steps:
         below = all(not math.isfinite(values[key][step]) or values[key][step] < init - margin
                     for key, (init, margin) in margins.items())

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jepa_core.alerts.engine import evaluate_rows
-from jepa_core.metrics.stream import iter_rows
+from jepa_core.metrics.stream import iter_rows, stream_file
 from jepa_core.workbench.doctor import run_facts
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,8 +75,7 @@ def record(run_dir: Path, into: Path) -> None:
 
 def judge(run: RealRun, run_dir: Path) -> tuple[bool, str]:
     """(the run meets what it must show, a line saying what happened)."""
-    stream = next(p for p in (run_dir / "metrics.jsonl", run_dir / "metrics.jsonl.gz") if p.is_file())
-    rows = [r for r in iter_rows(stream) if "event" not in r]
+    rows = [r for r in iter_rows(stream_file(run_dir)) if "event" not in r]
     alerts = evaluate_rows(rows, **run_facts(run_dir))
     critical = next((a for a in alerts if a.severity == "critical"), None)
     probe = {r["step"]: r[EVAL_KEYS[0]] for r in rows if EVAL_KEYS[0] in r}

@@ -26,7 +26,7 @@ from ground_truth import eval_baseline_step, harm, loss_baseline_step, sibling_e
 
 from jepa_core.alerts.base import Alert  # noqa: E402
 from jepa_core.alerts.engine import evaluate_rows  # noqa: E402
-from jepa_core.metrics.stream import iter_rows  # noqa: E402
+from jepa_core.metrics.stream import iter_rows, stream_file  # noqa: E402
 from jepa_core.workbench.doctor import run_facts  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -66,8 +66,8 @@ class Verdict:
 
 
 def rows_of(run_dir: Path) -> list[dict]:
-    stream = next((p for p in (run_dir / "metrics.jsonl", run_dir / "metrics.jsonl.gz") if p.is_file()), None)
-    if stream is None:
+    stream = stream_file(run_dir)
+    if not stream.is_file():
         raise FileNotFoundError(f"{run_dir}: no metrics.jsonl(.gz)")
     return [r for r in iter_rows(stream) if "event" not in r]
 

@@ -151,14 +151,14 @@ def early_warning_charts(table: Any, alerts: pd.DataFrame | None = None, smoothi
             continue
         panels = [metric_chart(scalars, m, marks, smoothing, max_points) for m in names]
         if signal.key == "eval":  # what eval_regression compares with: the random-init reading, dashed
-            panels = [_with_baseline(panel, scalars, m) for panel, m in zip(panels, names)]
+            baseline = baseline_frame(scalars)
+            panels = [_with_baseline(panel, baseline, m) for panel, m in zip(panels, names)]
         rows.append(alt.hconcat(*panels, title=signal.title))
     return alt.vconcat(*rows).resolve_scale(color="independent")
 
 
-def _with_baseline(panel: alt.TopLevelMixin, scalars: pd.DataFrame, metric: str) -> alt.TopLevelMixin:
-    """`panel` with `metric`'s step-0 (random-init) reading as a dashed grey rule, when it has one."""
-    baseline = baseline_frame(scalars)
+def _with_baseline(panel: alt.TopLevelMixin, baseline: pd.DataFrame, metric: str) -> alt.TopLevelMixin:
+    """`panel` with `metric`'s step-0 (random-init) reading (from `baseline_frame`) as a dashed grey rule."""
     baseline = baseline[baseline["metric"] == metric]
     if baseline.empty:
         return panel
