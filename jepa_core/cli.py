@@ -1,4 +1,4 @@
-"""`jepa` command: train, check, doctor, report. Each subcommand lives in its own module; this only dispatches."""
+"""`jepa` command: train, check, doctor, report, rewind. Each subcommand lives in its own module; this only dispatches."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ commands:
   check    pre-flight a run without training it           (jepa check [--config FILE] [--set ...])
   doctor   health verdict and alerts of a run             (jepa doctor RUN [--json])
   report   export a run's read-only HTML report           (jepa report RUN -o FILE.html [--offline])
+  rewind   branch a run from a checkpoint with changes    (jepa rewind RUN --to STEP|--alert N [--set ...])
 """
 
 def _dispatch(argv: list[str]) -> int:
@@ -36,6 +37,10 @@ def _dispatch(argv: list[str]) -> int:
         from jepa_core.workbench.report import report_main
 
         return report_main(rest)
+    if command == "rewind":
+        from jepa_core.rewind import main as rewind_main
+
+        return rewind_main(rest)
     print(f"jepa: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

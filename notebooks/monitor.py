@@ -181,6 +181,24 @@ def _(charts, mo, primary):
 
 
 @app.cell(hide_code=True)
+def _(charts, max_points, md_text, mo, primary, runs, smoothing):
+    mo.stop(primary is None)
+    # A branch made by `jepa rewind` (or the alert table's "rewind here"), drawn over its parent from the branch point.
+    _branch = runs.branch_of(primary.path)
+    mo.stop(_branch is None)
+    _parent, _step = _branch
+    _parent_table, _ = runs.load_run_table(_parent)
+    mo.vstack(
+        [
+            mo.md(f"## Branch of {md_text(_parent.name)} at step {_step}"),
+            charts.branch_chart((_parent.name, _parent_table), (primary.name, primary.table), _step,
+                                smoothing.value, int(max_points.value)),
+        ]
+    )
+    return
+
+
+@app.cell(hide_code=True)
 def _(charts, mo, selected):
     _names = sorted(
         {m for _run in selected for m in charts.present_metrics(_run.table.scalars, _run.table.scalars.columns)}

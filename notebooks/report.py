@@ -90,6 +90,22 @@ def _(charts, mo, table):
 
 
 @app.cell(hide_code=True)
+def _(charts, mo, run_path, runs, summary, table):
+    # A branch made by `jepa rewind`, drawn over its parent from the branch point.
+    _branch = runs.branch_of(run_path)
+    mo.stop(_branch is None)
+    _parent, _step = _branch
+    _parent_table, _ = runs.load_run_table(_parent)
+    mo.vstack(
+        [
+            mo.md(f"## Branch and parent\nBefore step {_step} the branch is its parent's history; after it, what the change did."),
+            charts.branch_chart((_parent.name, _parent_table), (summary.name, table), _step),
+        ]
+    )
+    return
+
+
+@app.cell(hide_code=True)
 def _(charts, mo, table):
     mo.vstack([mo.md("## Throughput"), charts.throughput_chart(table)])
     return

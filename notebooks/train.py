@@ -12,6 +12,7 @@ def _():
 
     from jepa_core.workbench import charts
     from jepa_core.config import CADENCE_KEYS, preset
+    from jepa_core.workbench.clicks import ClickLedger
     from jepa_core.workbench.markup import md_text
     from jepa_core.workbench.panel import session_panel_html
     from jepa_core.workbench.plan import PRESET_NAMES, form_defaults, plan_from_form
@@ -19,6 +20,7 @@ def _():
 
     return (
         CADENCE_KEYS,
+        ClickLedger,
         PRESET_NAMES,
         Path,
         TrainingSession,
@@ -63,6 +65,9 @@ def _(form_defaults, mo, preset_choice):
                 start=64, stop=10_000_000, value=_d["data.num_train"], label="training images (built-in shapes)"
             ),
             "optim.steps": mo.ui.number(start=1, stop=10_000_000, value=_d["optim.steps"], label="steps"),
+            "optim.warmup_steps": mo.ui.number(
+                start=0, stop=10_000_000, value=_d["optim.warmup_steps"], label="lr warm-up steps"
+            ),
             "optim.batch_size": mo.ui.number(start=1, stop=8192, value=_d["optim.batch_size"], label="batch size"),
             "optim.lr": mo.ui.number(start=1e-7, stop=1.0, step=1e-6, value=_d["optim.lr"], label="learning rate"),
             "ema.start": mo.ui.number(start=0.0, stop=1.0, step=1e-4, value=_d["ema.start"], label="EMA momentum start"),
@@ -132,7 +137,7 @@ def _(cadences, faults, form, mo):
 
 
 @app.cell(hide_code=True)
-def _(TrainingSession, mo):
+def _(ClickLedger, TrainingSession, mo):
     # Created once per kernel; never re-run (it depends on nothing that changes). The session's threads are
     # mo.Threads so that they may hand each new view to marimo state; cells below read it.
     get_view, set_view = mo.state(None)
@@ -141,7 +146,8 @@ def _(TrainingSession, mo):
     session = TrainingSession(
         thread_factory=mo.Thread, on_change=set_view, watch={"epoch": set_epoch, "rows": (set_rows, 3.0)}
     )
-    return get_epoch, get_rows, get_view, session
+    clicks = ClickLedger()  # the click counts already acted on
+    return clicks, get_epoch, get_rows, get_view, session
 
 
 @app.cell(hide_code=True)
@@ -156,6 +162,7 @@ def _(cadences, faults, form, md_text, mo, plan_from_form, preset_choice):
         _out = mo.md(
             f"Config OK: run **{md_text(plan.name or '(timestamp)')}**, {plan.cfg.optim.steps} steps, "
             f"batch {plan.cfg.optim.batch_size}, device {md_text(plan.cfg.runtime.device)}."
+            + (f" Note: {md_text(plan.note)}." if plan.note else "")
         )
     _out
     return (plan,)
@@ -163,11 +170,12 @@ def _(cadences, faults, form, md_text, mo, plan_from_form, preset_choice):
 
 @app.cell(hide_code=True)
 def _(mo):
-    start_button = mo.ui.run_button(label="Start", kind="success")
-    stop_button = mo.ui.run_button(label="Stop", kind="danger")
+    # Buttons count their clicks (see jepa_core.workbench.clicks): each click acts once.
+    start_button = mo.ui.button(label="Start", kind="success", value=0, on_click=lambda n: n + 1)
+    stop_button = mo.ui.button(label="Stop", kind="danger", value=0, on_click=lambda n: n + 1)
     step_count = mo.ui.number(start=1, stop=100_000, value=10, label="N")
-    step_button = mo.ui.run_button(label="Step N")
-    detach_button = mo.ui.run_button(label="Launch detached")
+    step_button = mo.ui.button(label="Step N", value=0, on_click=lambda n: n + 1)
+    detach_button = mo.ui.button(label="Launch detached", value=0, on_click=lambda n: n + 1)
     relist_button = mo.ui.button(label="Refresh list", value=0, on_click=lambda n: n + 1)
     mo.hstack([start_button, stop_button, step_count, step_button, detach_button], justify="start")
     return detach_button, relist_button, start_button, step_button, step_count, stop_button
@@ -180,7 +188,7 @@ def _(get_epoch, mo, relist_button, session):
     get_epoch()
     _running = {r.label: str(r.path) for r in session.running_runs()}
     attach_choice = mo.ui.dropdown(options=_running, label="running runs")
-    attach_button = mo.ui.run_button(label="Reattach", disabled=not _running)
+    attach_button = mo.ui.button(label="Reattach", disabled=not _running, value=0, on_click=lambda n: n + 1)
     mo.hstack([attach_choice, attach_button, relist_button], justify="start")
     return attach_button, attach_choice
 
@@ -193,16 +201,17 @@ def _(get_epoch, mo, relist_button, session):
     get_epoch()
     _ended = {r.label: str(r.path) for r in session.resumable_runs()}
     resume_choice = mo.ui.dropdown(options=_ended, label="stopped or crashed runs")
-    resume_button = mo.ui.run_button(label="Resume (detached)", disabled=not _ended)
+    resume_button = mo.ui.button(label="Resume (detached)", disabled=not _ended, value=0, on_click=lambda n: n + 1)
     mo.hstack([resume_choice, resume_button], justify="start")
     return resume_button, resume_choice
 
 
 @app.cell(hide_code=True)
-def _(
+def handle_clicks(
     Path,
     attach_button,
     attach_choice,
+    clicks,
     detach_button,
     plan,
     resume_button,
@@ -213,19 +222,31 @@ def _(
     step_count,
     stop_button,
 ):
-    # Each click reaches the session; its threads do the work, and its message says what happened.
-    if start_button.value:
-        session.start(plan)
-    elif step_button.value:
-        session.step(plan, int(step_count.value))
-    elif stop_button.value:
-        session.stop()
-    elif detach_button.value:
-        session.launch_detached(plan)
-    elif attach_button.value and attach_choice.value is not None:
-        session.reattach(Path(attach_choice.value))
-    elif resume_button.value and resume_choice.value is not None:
-        session.resume(Path(resume_choice.value))
+    # Each new click reaches the session once (this cell also runs when the run lists are rebuilt); the session's
+    # threads do the work, and its message says what happened.
+    _new = clicks.new(
+        {
+            "start": start_button.value,
+            "step": step_button.value,
+            "stop": stop_button.value,
+            "detach": detach_button.value,
+            "attach": attach_button.value,
+            "resume": resume_button.value,
+        }
+    )
+    for _click in _new:
+        if _click == "start":
+            session.start(plan)
+        elif _click == "step":
+            session.step(plan, int(step_count.value))
+        elif _click == "stop":
+            session.stop()
+        elif _click == "detach":
+            session.launch_detached(plan)
+        elif _click == "attach" and attach_choice.value is not None:
+            session.reattach(Path(attach_choice.value))
+        elif _click == "resume" and resume_choice.value is not None:
+            session.resume(Path(resume_choice.value))
     return
 
 

@@ -15,9 +15,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "jepa_core"
 
 # Lowest first. A module may import its own layer and the layers before it. The top-level modules `cli`, `train`
-# and `check` are the entry points: `jepa`, `python -m jepa_core.train` / torchrun, and `jepa check`.
+# `check` and `rewind` are the entry points: `jepa`, `python -m jepa_core.train` / torchrun, `jepa check`, `jepa rewind`.
 LAYERS = ("common", "config", "method", "data", "metrics", "alerts", "run", "workbench", "entry")
-ENTRY_POINTS = ("cli", "train", "check")
+ENTRY_POINTS = ("cli", "train", "check", "rewind")
 
 
 def module_name(path: Path) -> str:

@@ -123,7 +123,9 @@ class LoggingConfig:
     wandb: bool = False
     trackio: bool = False
     checkpoint_every_steps: int = 500
-    keep_checkpoints: int = 3  # newest step_*.pt kept; 0 keeps every one (e.g. to branch runs from any of them)
+    # newest step_*.pt kept; 0 keeps every one (to rewind to any of them). Also kept: those a rule window before the
+    # newest (an alert there could be rewound from) and, for good, the one before each alert (meta.json lists them).
+    keep_checkpoints: int = 3
 
 
 @dataclass

@@ -112,6 +112,18 @@ def load_initial_weights(checkpoint_dir: Path) -> tuple[dict[str, Any] | None, s
         return None, f"{path} does not load ({type(exc).__name__})"
 
 
+def copy_checkpoint(source: Path, target_dir: Path, name: str | None = None) -> Path:
+    """`source` and its digest into `target_dir` (a branch's first checkpoint), the digest first as when it was
+    written; the copy is verified against the digest before it is trusted."""
+    target = target_dir / (name or source.name)
+    atomic_write(digest_path(target), digest_path(source).read_bytes())
+    _copy(source, target)
+    problem = verify_checkpoint(target)
+    if problem:
+        raise CheckpointError(f"checkpoint {target} {problem} (copied from {source})")
+    return target
+
+
 def list_checkpoints(checkpoint_dir: Path) -> list[tuple[int, Path]]:
     if not checkpoint_dir.is_dir():
         return []
@@ -123,11 +135,14 @@ def list_checkpoints(checkpoint_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def prune_checkpoints(checkpoint_dir: Path, keep_last: int) -> None:
-    """Delete all but the newest `keep_last` step checkpoints (0 keeps them all)."""
+def prune_checkpoints(checkpoint_dir: Path, keep_last: int, keep_steps: frozenset[int] = frozenset()) -> None:
+    """Delete all but the newest `keep_last` step checkpoints (0 keeps them all) and those of `keep_steps` (the
+    trainer keeps the checkpoint before each alert, to rewind to)."""
     if keep_last <= 0:
         return
-    for _, path in list_checkpoints(checkpoint_dir)[:-keep_last]:
+    for step, path in list_checkpoints(checkpoint_dir)[:-keep_last]:
+        if step in keep_steps:
+            continue
         path.unlink(missing_ok=True)
         digest_path(path).unlink(missing_ok=True)
 

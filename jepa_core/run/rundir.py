@@ -180,6 +180,14 @@ def set_status(paths: RunPaths, word: str, last_step: int) -> None:
     write_json_atomic(paths.meta, meta)
 
 
+def record_kept_checkpoints(paths: RunPaths, kept: dict[int, str]) -> None:
+    """meta.json's list of the checkpoints kept past logging.keep_checkpoints, and why each one."""
+    meta = _meta_or_empty(paths.root)
+    meta["kept_checkpoints"] = [{"step": step, "file": f"checkpoints/step_{step:07d}.pt", "why": why}
+                                for step, why in sorted(kept.items())]
+    write_json_atomic(paths.meta, meta)
+
+
 def finish_meta(paths: RunPaths, word: str, last_step: int) -> None:
     set_status(paths, word, last_step)
 

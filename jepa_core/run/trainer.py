@@ -22,7 +22,9 @@ from typing import Callable
 
 import torch
 
+from jepa_core.alerts.base import Alert
 from jepa_core.alerts.engine import RuleEngine
+from jepa_core.alerts.windows import rewind_reserve, rewind_step_before, rule_window_steps
 from jepa_core.common.atomic import remove_stale_temp_files
 from jepa_core.common.console import format_console_line, terminal_safe
 from jepa_core.config import CADENCE_KEYS, Config, DiagnosticsConfig, config_to_dict
@@ -70,6 +72,7 @@ from jepa_core.run import status as run_status
 from jepa_core.run.checkpoint import (
     clean_checkpoint_dir,
     find_resume_checkpoint,
+    list_checkpoints,
     load_initial_weights,
     prune_checkpoints,
     save_checkpoint,
@@ -83,8 +86,8 @@ from jepa_core.run.control import (
 )
 from jepa_core.run.evaluation import run_evaluation
 from jepa_core.run.lock import RunLock
-from jepa_core.run.rundir import (RunPaths, create_run, next_attempt, refuse_planted_links, refuse_taken_run,
-                                  refuse_unwritable, set_status, start_meta)
+from jepa_core.run.rundir import (RunPaths, create_run, next_attempt, record_kept_checkpoints,
+                                  refuse_planted_links, refuse_taken_run, refuse_unwritable, set_status, start_meta)
 from jepa_core.run.signals import GracefulStop
 from jepa_core.run.validation import validate_config
 
@@ -208,6 +211,10 @@ class Trainer:
                 save_initial_weights(paths.checkpoints, self.model.context_encoder.state_dict())
         else:
             self.meta = {}
+        # step -> why: the checkpoints kept past logging.keep_checkpoints to rewind to (one per alert, see _keep_for)
+        self.kept_checkpoints: dict[int, str] = {int(k["step"]): str(k.get("why", ""))
+                                                 for k in self.meta.get("kept_checkpoints", [])
+                                                 if isinstance(k, dict) and isinstance(k.get("step"), int)}
         return paths
 
     def _say_on_stderr(self, text: str) -> None:
@@ -217,6 +224,8 @@ class Trainer:
     def _load_state(self, state: dict, paths: RunPaths) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:  # a rewind may change them; the saved groups carry the old ones
+            group["betas"] = (self.cfg.optim.beta1, self.cfg.optim.beta2)
         self.instrumentation.load_state_dict(state.get("instrumentation", {}))
         self.skipped_images = int(state.get("data", {}).get("skipped_images", 0))
         initial, why = load_initial_weights(paths.checkpoints)
@@ -377,6 +386,8 @@ class Trainer:
         for alert in self.rules.update({"step": step, **metrics}):
             self.logger.alert(alert.step, alert.rule, alert.severity, alert.metric, alert.value, alert.message)
             self._print(f"[{alert.severity}] step {alert.step} {alert.rule}: {alert.message}")
+            if self.dist.is_main:
+                self._keep_for(alert)
             if alert.severity == "critical" and self.dist.is_main:
                 # Under DDP rank 0 alone decides (ranks see different batches); the others learn it at the next sync.
                 self._critical_pending = True
@@ -386,6 +397,22 @@ class Trainer:
             self._print(format_console_line(step, self.cfg.optim.steps, metrics))
         if self.on_metrics is not None:
             self.on_metrics(step, metrics)
+
+    def _keep_for(self, alert: Alert) -> None:
+        """Keep the checkpoint `jepa rewind --alert` would branch from (the newest one at least the rule's window
+        before the alert) whatever logging.keep_checkpoints says, and list it in meta.json with the reason."""
+        window = rule_window_steps(alert.rule, self.cfg.rules, self.cfg.diagnostics, alert.metric)
+        step = rewind_step_before(alert.step, window, [s for s, _ in list_checkpoints(self.paths.checkpoints)])
+        if step is None or step in self.kept_checkpoints:
+            return
+        self.kept_checkpoints[step] = f"the checkpoint before the {alert.rule} {alert.severity} at step {alert.step}"
+        record_kept_checkpoints(self.paths, self.kept_checkpoints)
+
+    def _rewind_reserve(self) -> frozenset[int]:
+        """The checkpoints an alert in the coming steps may need to rewind to: every one from the newest checkpoint at
+        least the longest rule window back. An alert then pins its own (`_keep_for`); the rest are pruned later."""
+        steps = [s for s, _ in list_checkpoints(self.paths.checkpoints)]
+        return rewind_reserve(self.step, steps, self.cfg.rules, self.cfg.diagnostics)
 
     def _print(self, text: str) -> None:
         if not self.dist.is_main or self.quiet:
@@ -446,7 +473,8 @@ class Trainer:
                  "instrumentation": self.instrumentation.state_dict(), "config": config_to_dict(self.cfg),
                  "data": {"skipped_images": self.skipped_images}}
         save_checkpoint(self.paths.checkpoints, self.step, state)
-        prune_checkpoints(self.paths.checkpoints, keep_last=self.cfg.logging.keep_checkpoints)
+        prune_checkpoints(self.paths.checkpoints, keep_last=self.cfg.logging.keep_checkpoints,
+                          keep_steps=frozenset(self.kept_checkpoints) | self._rewind_reserve())
 
     # ----------------------------------------------------------------------------------------------------- loop
     def run(self, stop_event: threading.Event | None = None, on_metrics: MetricsCallback | None = None,

@@ -243,7 +243,8 @@ def validate_config(cfg: Config) -> Config:
         if not 0 <= getattr(o, name) < 1:
             raise ConfigError(f"optim.{name} must be in [0, 1), got {getattr(o, name)}")
     if o.warmup_steps > o.steps:
-        raise ConfigError(f"optim.warmup_steps {o.warmup_steps} exceeds optim.steps {o.steps}")
+        raise ConfigError(f"optim.warmup_steps {o.warmup_steps} exceeds optim.steps {o.steps}: lower the warm-up "
+                          "(optim.warmup_steps) or train longer")
     if o.loss not in ("smooth_l1", "mse"):
         raise ConfigError(f"optim.loss: unknown loss {o.loss!r}; choose smooth_l1 or mse")
     if o.batch_size % o.gns_microbatches:

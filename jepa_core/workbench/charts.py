@@ -41,7 +41,8 @@ from jepa_core.workbench.chart_data import (
 
 __all__ = [
     # drawn here
-    "SEVERITY_COLOURS", "SHOW_POINTS_BELOW", "chart_dataset_sizes", "early_warning_charts", "eval_chart",
+    "BRANCH_METRICS", "SEVERITY_COLOURS", "SHOW_POINTS_BELOW", "branch_chart", "chart_dataset_sizes",
+    "early_warning_charts", "eval_chart",
     "group_chart", "metric_chart", "overlay_chart", "safe_text", "throughput_chart",
     # shaped in chart_data, offered here as before the split
     "ALERT_TABLE_COLUMNS", "DEFAULT_MAX_POINTS", "EARLY_WARNING_SIGNALS", "EVAL_METRICS", "MAX_ALERT_MARKS",
@@ -123,6 +124,32 @@ def overlay_chart(tables: Mapping[str, Any], metric: str, smoothing: float = 0.6
     if frame.empty:
         return _empty_chart(metric, "no selected run logged this metric")
     return _line_layers(frame, "run", metric, width=600, height=260, y_title=metric)
+
+
+# What a branch is compared with its parent on: the loss, the signals the rules watch most, the evaluation.
+BRANCH_METRICS = ("loss", "pred_target/cosine", "target/std_mean", "target/effective_rank", "knn/accuracy",
+                  "linear_probe/val_acc")
+
+
+def branch_chart(parent: tuple[str, Any], branch: tuple[str, Any], branch_step: int, smoothing: float = 0.0,
+                 max_points: int = DEFAULT_MAX_POINTS) -> alt.TopLevelMixin:
+    """A branch (`jepa rewind`) over its parent, aligned by step, one panel per BRANCH_METRICS metric either logged;
+    the branch point is a dashed vertical rule. Before it the two lines are one (the branch holds the parent's
+    rows); after it they show what the change did."""
+    tables = {f"parent: {parent[0]}": parent[1], f"branch: {branch[0]}": branch[1]}
+    point = alt.Chart(pd.DataFrame({"step": [branch_step]})).mark_rule(strokeDash=[4, 3], color="black").encode(
+        x="step:Q", tooltip=[alt.Tooltip("step:Q", title="branch point")])
+    panels = []
+    for metric in BRANCH_METRICS:
+        frame = overlay_frame(tables, metric, smoothing, max_points)
+        if frame.empty:
+            continue
+        lines = _line_layers(frame, "run", metric, width=260, height=140, y_title=metric)
+        panels.append(alt.layer(lines, point).properties(width=260, height=140))
+    if not panels:
+        return _empty_chart("branch and parent", "neither run logged these metrics yet")
+    rows = [alt.hconcat(*panels[i:i + 3]) for i in range(0, len(panels), 3)]
+    return alt.vconcat(*rows, title=f"branched at step {branch_step} (dashed rule)")
 
 
 def metric_chart(scalars: pd.DataFrame, metric: str, alerts: pd.DataFrame, smoothing: float,

@@ -63,8 +63,14 @@ class FollowingSession(SessionState):
         if refusal:
             self._say(refusal)
             return
-        self._end_follow()
         name = plan.name or default_run_name()
+        earlier = self._detached
+        if earlier is not None and not earlier.exited() and earlier.run_dir == Path(plan.cfg.logging.runs_dir) / name:
+            # the same launch asked twice (a double click): a second process would die on the taken name and
+            # overwrite the first one's console log
+            self._say(f"pid {earlier.pid} is already training {earlier.run_dir}; pick another name for a second run.")
+            return
+        self._end_follow()
         try:
             launched = launch_detached(plan.cli_overrides(), name, plan.preset, plan.cfg.logging.runs_dir)
         except FileExistsError as exc:

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from jepa_core.common.console import format_duration
+from jepa_core.run.branch import lineage
 from jepa_core.workbench.runs import RunSummary, config_summary
 
 # Markdown, HTML and marimo-extension syntax characters. Letters, digits and spaces are never special.
@@ -46,6 +47,11 @@ def summary_markdown(summary: RunSummary) -> str:
         f"| faults injected | {md_text(', '.join(summary.faults) or 'none')} |",
         f"| path | {md_text(summary.path)} |",
     ]
+    parent = lineage(summary.meta)
+    if parent is not None:
+        changes = ", ".join(f"{k} = {v!r}" for k, v in (parent.get("changes") or {}).items()) or "none"
+        lines.insert(-1, f"| branched from | {md_text(parent.get('run'))} at step {parent['step']} "
+                         f"(changes: {md_text(changes)}) |")
     config_pairs = config_summary(summary.config)
     if config_pairs:
         lines += ["", "**Config**: " + ", ".join(f"{md_text(k)} = {md_text(v)}" for k, v in config_pairs)]

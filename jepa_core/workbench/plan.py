@@ -18,6 +18,7 @@ class Plan:
     preset: str
     overrides: tuple[str, ...]
     cfg: Config
+    note: str = ""  # what the form adjusted on its own (a short run's warm-up), said beside "Config OK"
 
     @property
     def name(self) -> str:
@@ -40,7 +41,8 @@ class Plan:
 # The train notebook's config form: each key a `section.key` of the config, its widget's starting value the chosen
 # preset's (an untouched form is the preset as shipped, `small` and `base` included).
 FORM_KEYS: tuple[str, ...] = (
-    "data.dataset", "data.path", "data.num_train", "optim.steps", "optim.batch_size", "optim.lr", "ema.start",
+    "data.dataset", "data.path", "data.num_train", "optim.steps", "optim.warmup_steps", "optim.batch_size", "optim.lr",
+    "ema.start",
     "ema.end", "ema.schedule", "masks.target_scale", "masks.context_scale", "eval.at_start", "runtime.device",
     "runtime.num_threads", "logging.name",
 )
@@ -82,6 +84,8 @@ def plan_from_form(form: Mapping[str, Any], cadences: Mapping[str, Any] = (),
     `cadences` are `*_every_steps` values (diagnostics section); `extra` adds overrides (tests: a tmp runs_dir).
     """
     values = {k: v for k, v in dict(form).items() if k != "preset"}
+    name = str(dict(form).get("preset", "tiny"))
+    note = _scale_untouched_warmup(values, preset(name))
     if values.get("data.dataset", "shapes") == "shapes":
         values.pop("data.path", None)
     if "optim.lr" in values:
@@ -89,7 +93,19 @@ def plan_from_form(form: Mapping[str, Any], cadences: Mapping[str, Any] = (),
     values.update({f"diagnostics.{k}": int(v) for k, v in dict(cadences).items()})
     values.update(dict(faults))
     values.update(dict(extra))
-    name = str(dict(form).get("preset", "tiny"))
     overrides = form_overrides(values)
     cfg = validate_config(apply_overrides(preset(name), overrides))
-    return Plan(preset=name, overrides=tuple(overrides), cfg=cfg)
+    return Plan(preset=name, overrides=tuple(overrides), cfg=cfg, note=note)
+
+
+def _scale_untouched_warmup(values: dict[str, Any], base: Config) -> str:
+    """A run shorter than its preset's warm-up, with the warm-up field left at the preset's value, gets the preset's
+    share of warm-up instead (tiny: 80 of 800 steps, so 2 of a 20-step run); returns what was done, in words. A
+    warm-up the user typed is kept, and validation names it when it exceeds the steps."""
+    steps, warmup = values.get("optim.steps"), values.get("optim.warmup_steps")
+    if steps is None or warmup is None or int(warmup) != base.optim.warmup_steps or int(steps) >= int(warmup):
+        return ""
+    share = base.optim.warmup_steps / base.optim.steps
+    values["optim.warmup_steps"] = scaled = max(0, min(int(steps), round(int(steps) * share)))
+    return (f"warm-up scaled to {scaled} step(s) ({share:.0%} of the run, as in the {base.optim.steps}-step preset; "
+            "type a warm-up to choose it)")

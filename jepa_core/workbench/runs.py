@@ -105,6 +105,15 @@ def read_meta_lenient(path: Path) -> tuple[dict[str, Any], list[str]]:
         return {}, [f"{path / 'meta.json'}: {exc.strerror or exc}"]
 
 
+def branch_of(path: str | Path) -> tuple[Path, int] | None:
+    """(parent run directory, branch step) when the run at `path` is a branch (`jepa rewind`) whose parent is still
+    there; None otherwise, also for a damaged meta.json (the header names it)."""
+    from jepa_core.run.branch import branch_parent
+
+    meta, _ = read_meta_lenient(Path(path))
+    return branch_parent(Path(path), meta)
+
+
 def last_logged_step(metrics_path: Path) -> int | None:
     """The `step` of the last complete line of metrics.jsonl, reading only the file's tail (an archive, which has no
     tail to seek to, is inflated through once, keeping only its last block)."""
