@@ -1,7 +1,7 @@
 import marimo
 
 __generated_with = "0.25.2"
-app = marimo.App(width="full", app_title="JEPA monitor")
+app = marimo.App(width="full", app_title="JEPA monitor", css_file="workbench.css")
 
 
 @app.cell(hide_code=True)
@@ -21,11 +21,14 @@ def _():
 
 @app.cell(hide_code=True)
 def _(mo):
-    mo.md("""
+    # A code cell, not a markdown one: marimo's editor opens a markdown-only cell marked "outdated", which
+    # lights its "run stale cells" button on a page that is ready.
+    _title = mo.md("""
     # JEPA monitor
     Pick one or more runs from `runs/` and `data/runs/`. A running run is followed live
     (only new bytes are read); the first selected run fills the per-group panels.
     """)
+    _title
     return
 
 

@@ -1,7 +1,7 @@
 import marimo
 
 __generated_with = "0.25.2"
-app = marimo.App(width="medium", app_title="JEPA run report")
+app = marimo.App(width="medium", app_title="JEPA run report", css_file="workbench.css")
 
 
 @app.cell(hide_code=True)

@@ -1,7 +1,7 @@
 import marimo
 
 __generated_with = "0.25.2"
-app = marimo.App(width="medium", app_title="JEPA training workbench")
+app = marimo.App(width="medium", app_title="JEPA training workbench", css_file="workbench.css")
 
 
 @app.cell(hide_code=True)
@@ -10,12 +10,12 @@ def _():
 
     import marimo as mo
 
-    from jepa_core.workbench import charts
+    from jepa_core.workbench import charts, runs
     from jepa_core.config import CADENCE_KEYS, preset
     from jepa_core.workbench.clicks import ClickLedger
     from jepa_core.workbench.markup import md_text
     from jepa_core.workbench.panel import session_panel_html
-    from jepa_core.workbench.plan import PRESET_NAMES, form_defaults, plan_from_form
+    from jepa_core.workbench.plan import PRESET_NAMES, form_defaults, plan_from_form, rewind_defaults
     from jepa_core.workbench.session import TrainingSession
 
     return (
@@ -30,19 +30,24 @@ def _():
         mo,
         plan_from_form,
         preset,
+        rewind_defaults,
+        runs,
         session_panel_html,
     )
 
 
 @app.cell(hide_code=True)
 def _(mo):
-    mo.md("""
+    # A code cell, not a markdown one: marimo's editor opens a markdown-only cell marked "outdated", which
+    # lights its "run stale cells" button on a page that is ready.
+    _title = mo.md("""
     # JEPA training workbench
     Configure a run, then **Start** (trains here, in a background thread), **Step N** (advance N steps and
     pause), or **Launch detached** (a separate `jepa train` process that keeps going when this tab closes;
     reattach to it below). **Resume** goes on with a stopped or crashed run from its latest checkpoint, detached.
     Cadence sliders act on the running run from its next step.
     """)
+    _title
     return
 
 
@@ -143,11 +148,14 @@ def _(ClickLedger, TrainingSession, mo):
     get_view, set_view = mo.state(None)
     get_epoch, set_epoch = mo.state(0)  # changes only when the run or its status does: the run list
     get_rows, set_rows = mo.state(0)  # new metrics arrived, at most every 3 s: the charts (a redraw costs CPU)
+    get_alerts, set_alerts = mo.state(0)  # the number of alerts: the alert table to rewind from
     session = TrainingSession(
-        thread_factory=mo.Thread, on_change=set_view, watch={"epoch": set_epoch, "rows": (set_rows, 3.0)}
+        thread_factory=mo.Thread,
+        on_change=set_view,
+        watch={"epoch": set_epoch, "rows": (set_rows, 3.0), "alerts": set_alerts},
     )
     clicks = ClickLedger()  # the click counts already acted on
-    return clicks, get_epoch, get_rows, get_view, session
+    return clicks, get_alerts, get_epoch, get_rows, get_view, session
 
 
 @app.cell(hide_code=True)
@@ -272,6 +280,103 @@ def _(charts, get_view, md_text, mo, session, session_panel_html):
         _parts.append(mo.callout(mo.md(f"**{len(_alerts)} alert(s)**, latest:\n\n" + "\n".join(_lines)), kind="danger"))
     mo.vstack(_parts)
     return (view,)
+
+
+@app.cell(hide_code=True)
+def _(charts, get_alerts, get_epoch, mo, session):
+    # The open run's alerts, built again only when their number or the run changes (a selection survives new rows).
+    get_epoch()
+    get_alerts()
+    _table = session.table
+    _alerts = charts.alert_table(_table) if _table is not None else []
+    alert_pick = (
+        mo.ui.table(_alerts, selection="single", page_size=5, label="Alerts: select one to rewind from it")
+        if len(_alerts)
+        else None
+    )
+    alert_pick
+    return (alert_pick,)
+
+
+@app.cell(hide_code=True)
+def _(alert_pick, md_text, mo, rewind_defaults, session):
+    # "Rewind here": the branch starts at the newest checkpoint one rule window before the selected alert, with
+    # the parent's values below except those changed (jepa rewind --alert; the parent is only read).
+    # Nothing selected: the widgets are None (no mo.stop, which would mark the click cell below as stopped).
+    rewind_alert = rewind_button = rewind_form = rewind_name = rewind_run = None
+    if alert_pick is not None and alert_pick.value is not None and len(alert_pick.value):
+        rewind_run = session.view().run_dir
+        rewind_alert = alert_pick.value.iloc[0].to_dict()
+    _d = rewind_defaults(rewind_run) if rewind_run is not None else None
+    rewind_form = None if _d is None else mo.ui.dictionary(
+        {
+            "optim.lr": mo.ui.number(start=0.0, stop=1.0, step=1e-6, value=_d["optim.lr"], label="learning rate"),
+            "optim.weight_decay": mo.ui.number(
+                start=0.0, stop=10.0, step=1e-4, value=_d["optim.weight_decay"], label="weight decay (start)"
+            ),
+            "optim.final_weight_decay": mo.ui.number(
+                start=0.0, stop=10.0, step=1e-4, value=_d["optim.final_weight_decay"], label="weight decay (end)"
+            ),
+            "ema.start": mo.ui.number(start=0.0, stop=1.0, step=1e-4, value=_d["ema.start"], label="EMA momentum start"),
+            "ema.end": mo.ui.number(start=0.0, stop=1.0, step=1e-4, value=_d["ema.end"], label="EMA momentum end"),
+            "faults.mask_leak_fraction": mo.ui.slider(
+                0.0, 1.0, step=0.05, value=_d["faults.mask_leak_fraction"], label="mask leak fraction", show_value=True
+            ),
+            "faults.frozen_target": mo.ui.switch(value=_d["faults.frozen_target"], label="frozen target encoder"),
+            "faults.target_copies_online": mo.ui.switch(
+                value=_d["faults.target_copies_online"], label="target copies online"
+            ),
+            "faults.lr_blowup_factor": mo.ui.number(
+                start=0.1, stop=1e6, value=_d["faults.lr_blowup_factor"], label="lr blow-up factor"
+            ),
+            "faults.collapse_weight": mo.ui.number(
+                start=0.0, stop=100.0, step=0.1, value=_d["faults.collapse_weight"], label="collapse weight"
+            ),
+        }
+    )
+    if rewind_form is not None:
+        rewind_name = mo.ui.text(placeholder=f"{rewind_run.name}-from-STEP", label="branch name")
+        rewind_button = mo.ui.button(label="Rewind here (detached)", kind="warn", value=0, on_click=lambda n: n + 1)
+    mo.vstack(
+        [] if rewind_form is None else [
+            mo.md(
+                f"**Rewind from the {md_text(rewind_alert['severity'])} {md_text(rewind_alert['rule'])} at step "
+                f"{int(rewind_alert['step'])}** of {md_text(rewind_run.name)}: a new run beside it continues from "
+                "the newest checkpoint one rule window before the alert, with these values (the parent's unless "
+                "changed), and trains detached."
+            ),
+            mo.hstack(list(rewind_form.elements.values())[:5], justify="start", wrap=True),
+            mo.hstack(list(rewind_form.elements.values())[5:], justify="start", wrap=True),
+            mo.hstack([rewind_name, rewind_button], justify="start"),
+        ]
+    )
+    return rewind_alert, rewind_button, rewind_form, rewind_name, rewind_run
+
+
+@app.cell(hide_code=True)
+def handle_rewind(clicks, rewind_alert, rewind_button, rewind_form, rewind_name, rewind_run, session):
+    # One branch per click (see handle_clicks); the session follows the branch once it is launched.
+    if rewind_button is not None and clicks.new({"rewind": rewind_button.value}):
+        session.rewind(rewind_run, rewind_alert, rewind_form.value, rewind_name.value)
+    return
+
+
+@app.cell(hide_code=True)
+def _(charts, get_rows, md_text, mo, runs, session):
+    # A branch (made here or by `jepa rewind`) over its parent, aligned by step, the branch point dashed.
+    get_rows()
+    _run, _table = session.view().run_dir, session.table
+    _branch = runs.branch_of(_run) if _run is not None and _table is not None else None
+    mo.stop(_branch is None)
+    _parent, _step = _branch
+    _parent_table, _ = runs.load_run_table(_parent)
+    mo.vstack(
+        [
+            mo.md(f"Branch of **{md_text(_parent.name)}** at step {_step}"),
+            charts.branch_chart((_parent.name, _parent_table), (_run.name, _table), _step, max_points=400),
+        ]
+    )
+    return
 
 
 @app.cell(hide_code=True)

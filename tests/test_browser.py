@@ -137,6 +137,7 @@ def assert_opened_as_a_workbench(page) -> None:
     """Every cell ran on open (no stale cell waiting for run-all) and the code is folded away."""
     assert page.locator("[data-testid='cell-editor'].opacity-20").count() > 0  # marimo's folded, hidden code
     assert page.locator("[data-testid='cell-status'][data-status='stale']").count() == 0
+    assert page.locator("[data-testid='cell-status'][data-status='outdated']").count() == 0  # run-all button dark
 
 
 def shoot(page, *paths: Path) -> None:
@@ -430,3 +431,71 @@ def test_train_launch_detached_reattach_after_a_reload_stop_and_resume(browser, 
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "stopped" and meta["last_step"] == stopped_again
     assert lock_holder(run) is None  # the detached trainer ended and let the run go
+
+
+def trainer_processes(name: str) -> list[int]:
+    """Pids of `jepa train` processes on this machine training (or resuming) the run named `name`."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "jepa_core.train" in cmd and any(arg == name or arg.endswith(f"/{name}") for arg in cmd):
+            found.append(proc.info["pid"])
+    return found
+
+
+def test_form_20_step_run_then_rewind_here_from_its_alert(browser, tmp_path: Path) -> None:
+    """The form starts a 20-step run (its warm-up scaled), one Start click acts once, the next click after a Tab
+    counts, and "rewind here" on the run's alert launches exactly one branch, drawn over its parent."""
+    parent, branch = tmp_path / "runs" / "leaky", tmp_path / "runs" / "leaky-fixed"
+    with edit_server("train.py", tmp_path) as url, reaped(parent), reaped(branch):
+        page = new_page(browser, TALL)
+        page.goto(url)
+        page.get_by_role("button", name="Start", exact=True).wait_for()
+        name_box = page.locator("input[placeholder='timestamp']")
+        name_box.fill("leaky")
+        name_box.press("Enter")
+        set_number(page, "training images (built-in shapes)", 512)
+        no_eval_at_start(page)
+        page.get_by_role("tab", name="fault injection").click()
+        leak = page.locator("[role=slider]:visible").first
+        leak.focus()
+        for _ in range(10):  # 0.05 a press: a mask leak of one half from step 0
+            leak.press("ArrowRight")
+        page.get_by_role("tab", name="config").click()
+        steps = number_input(page, "steps")
+        steps.fill("20")
+        steps.press("Tab")  # typed, then Tab: the next click must still count
+        outputs(page).get_by_text("warm-up scaled to 1 step(s)", exact=False).first.wait_for()
+        page.get_by_role("button", name="Start", exact=True).click()
+        assert wait_for_progress(page, "finished", 20, timeout_s=240) == 20
+        assert message(page) == "finished at step 20 of 20."  # one Start: no "Busy training" from a second one
+        assert json.loads((parent / "meta.json").read_text())["status"] == "finished"
+
+        row = page.get_by_role("row").filter(has_text="mask_leak").first
+        row.wait_for(timeout=60_000)
+        row.get_by_role("checkbox").click()  # select the alert: the rewind form opens with the parent's values
+        outputs(page).get_by_text("Rewind from the critical mask_leak", exact=False).first.wait_for()
+        rewind_leak = page.locator("[role=slider]:visible").last
+        rewind_leak.focus()
+        rewind_leak.press("Home")  # the leak off in the branch
+        branch_name = page.locator("input[placeholder='leaky-from-STEP']")
+        branch_name.fill("leaky-fixed")
+        branch_name.press("Enter")
+        page.get_by_role("button", name="Rewind here (detached)", exact=True).click()
+        wait_for(page, lambda: message(page).startswith("Rewound leaky to step 0 as leaky-fixed"),
+                 f"the rewind message (now {message(page)!r})", 60)
+        page.wait_for_timeout(3000)  # the run lists are rebuilt meanwhile: the click must not act again
+        assert len(trainer_processes("leaky-fixed")) <= 1
+        assert wait_for_progress(page, "finished", 20, timeout_s=240) == 20
+        outputs(page).get_by_text("Branch of leaky at step 0", exact=False).first.wait_for(timeout=60_000)
+        wait_for_charts(page, 4)
+        shoot(page, tmp_path / "rewind.png")
+        assert_no_errors_and_no_xss(page)
+        page.close()
+    meta = json.loads((branch / "meta.json").read_text())
+    assert meta["parent"]["run"] == "leaky" and meta["parent"]["changes"] == {"faults.mask_leak_fraction": 0.0}
+    assert meta["status"] == "finished" and meta["attempt"] == 1 + 0  # a branch from step 0 has no copied rows
+    log = (tmp_path / "runs" / ".logs" / "leaky-fixed.log").read_text()
+    assert "already exists" not in log

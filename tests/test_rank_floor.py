@@ -145,8 +145,9 @@ def test_the_doctor_judges_with_the_runs_own_rules_when_asked(tmp_path, capsys) 
     today, own = diagnose(run), diagnose(run, own_rules=True)
     assert (today.verdict, today.rules) == ("warning", "today") and [a.rule for a in today.alerts] == ["rank_collapse"]
     assert (own.verdict, own.rules, own.alerts) == ("healthy", "run", [])
-    assert "judged with the run's own [rules] (config.toml)" in format_report(own)
-    assert "judged with today's rules (the run's own: --rules run)" in format_report(today)
+    assert "judged with the thresholds in the run's own config.toml ([rules])" in format_report(own)
+    assert "judged with this version's default rules (add --rules run to judge with the thresholds in the " \
+        "run's config.toml)" in format_report(today)
     assert doctor_main([str(run)]) == 1 and doctor_main([str(run), "--rules", "run"]) == 0
     assert doctor_main([str(run), "--rules", "run", "--json"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["rules"] == "run"

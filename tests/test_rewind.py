@@ -192,3 +192,32 @@ def test_the_rewind_point_and_the_reserve():
     longest = max(rule_window_steps(r, cfg.rules, cfg.diagnostics) for r in registry.rules())
     assert min(reserve) == max(s for s in (200, 400, 600, 800, 1000) if s <= 1000 - longest)
     assert rewind_reserve(10, [10], cfg.rules, cfg.diagnostics) == frozenset({10})
+
+
+# ------------------------------------------------------------------------------------------------ the workbench
+def test_rewind_here_branches_from_the_alert_row_and_follows_the_detached_branch(runs, tmp_path):
+    """What the workbench's "rewind here" does with a row of the alert table and the form's values."""
+    from jepa_core.workbench.plan import REWIND_KEYS, rewind_defaults
+    from jepa_core.workbench.session import TrainingSession
+    from test_session import killed_if_left
+
+    parent = runs / "blown"
+    form = rewind_defaults(parent)
+    assert set(form) == set(REWIND_KEYS) and form["faults.lr_blowup_factor"] == 30.0
+    form["faults.lr_blowup_factor"] = 1.0
+    alert = {"step": 45, "severity": "warning", "rule": "ema_runaway", "metric": "ema/fixed_batch_distance"}
+    session = TrainingSession(roots=[runs], poll_every=0.1)
+    try:
+        assert session.rewind(parent, {**alert, "step": 46}, form, "nope").startswith(
+            f"Could not rewind: {parent} has no warning ema_runaway alert at step 46")
+        said = session.rewind(parent, alert, form, "from-the-table")
+        assert said.startswith("Rewound blown to step 30 as from-the-table (faults.lr_blowup_factor = 1.0): pid ")
+        launched = session._detached
+        with killed_if_left(launched):
+            assert session.wait(120) and launched.process.wait(60) == 0
+        assert session.view().status == "finished" and session.view().run_dir == runs / "from-the-table"
+    finally:
+        session.close()
+    healthy = deterministic_rows(runs / "healthy" / "metrics.jsonl")
+    assert deterministic_rows(runs / "from-the-table" / "metrics.jsonl").equals(healthy)
+    assert not (runs / "nope").exists()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from jepa_core.alerts.windows import rewind_step_before, rule_window_steps
 from jepa_core.common.atomic import write_json_atomic
@@ -83,6 +83,16 @@ def intact_checkpoints(parent: Path) -> dict[int, Path]:
 
 def parent_alerts(parent: Path) -> list[dict]:
     return [row for row in iter_rows(stream_file(parent)) if row.get("event") == "alert"]
+
+
+def alert_number(parent: Path, alert: Mapping[str, Any]) -> int:
+    """The 1-based number (`--alert N`) of the parent's alert with `alert`'s step, rule and severity (a row of the
+    workbench's alert table); ConfigError when the run has no such alert."""
+    for number, row in enumerate(parent_alerts(parent), start=1):
+        if all(str(row.get(k)) == str(alert.get(k)) for k in ("rule", "severity")) and \
+                int(row["step"]) == int(alert.get("step", -1)):
+            return number
+    raise ConfigError(f"{parent} has no {alert.get('severity')} {alert.get('rule')} alert at step {alert.get('step')}")
 
 
 def _step_of_alert(parent: Path, cfg: Config, number: int, intact: list[int]) -> tuple[int, str]:

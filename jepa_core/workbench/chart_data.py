@@ -252,5 +252,9 @@ def alert_table(table: Any) -> pd.DataFrame:
     """Alerts for display: step, severity, rule, metric, value, message (strings kept as text)."""
     alerts = alerts_of(table)
     cols = [c for c in ALERT_TABLE_COLUMNS if c in alerts.columns]
-    return alerts.loc[:, cols].reset_index(drop=True)
+    shown = alerts.loc[:, cols].reset_index(drop=True)
+    if "value" in shown.columns:  # four significant digits, as the messages print them (not 33.2762440582066100)
+        shown["value"] = pd.to_numeric(shown["value"], errors="coerce").map(
+            lambda v: float(f"{v:.4g}") if math.isfinite(v) else v)
+    return shown
 

@@ -69,16 +69,23 @@ def _empty_chart(title: str, note: str = "no data logged yet") -> alt.Chart:
         color="gray").encode(text="note:N").properties(width=260, height=60)
 
 
-def _line_layers(frame: pd.DataFrame, colour_field: str | None, title: str,
-                 width: int, height: int, y_title: str = "value") -> alt.LayerChart:
+# Axis numbers with their significant digits only: a flat series (one evaluation, a constant weight decay) would
+# otherwise read "0.100000" or "64.000000".
+AXIS_FORMAT = "~g"
+
+
+def _line_layers(frame: pd.DataFrame, colour_field: str | None, title: str, width: int, height: int,
+                 y_title: str = "value", colours: alt.Scale | None = None) -> alt.LayerChart:
     """A faint raw line under a solid smoothed line, sharing one dataset."""
     base = alt.Chart(frame, title=title).encode(
         x=alt.X("step:Q", title="step"),
         tooltip=[alt.Tooltip(c) for c in frame.columns],
     )
-    colour = alt.Color(f"{colour_field}:N") if colour_field else alt.value("#4c78a8")
+    colour = (alt.Color(f"{colour_field}:N", scale=colours or alt.Undefined) if colour_field
+              else alt.value("#4c78a8"))
     raw = base.mark_line(opacity=0.3, strokeWidth=1).encode(
-        y=alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False)), color=colour)
+        y=alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False), axis=alt.Axis(format=AXIS_FORMAT)),
+        color=colour)
     # A young run has a handful of points: draw them, or a single point would show nothing at all.
     group_field = colour_field or ("metric" if "metric" in frame.columns else None)
     longest = int(frame.groupby(group_field).size().max()) if group_field else len(frame)
@@ -137,6 +144,7 @@ def branch_chart(parent: tuple[str, Any], branch: tuple[str, Any], branch_step: 
     the branch point is a dashed vertical rule. Before it the two lines are one (the branch holds the parent's
     rows); after it they show what the change did."""
     tables = {f"parent: {parent[0]}": parent[1], f"branch: {branch[0]}": branch[1]}
+    colours = alt.Scale(domain=list(tables), range=["#9d9d9d", "#4c78a8"])  # the parent grey, the branch in colour
     point = alt.Chart(pd.DataFrame({"step": [branch_step]})).mark_rule(strokeDash=[4, 3], color="black").encode(
         x="step:Q", tooltip=[alt.Tooltip("step:Q", title="branch point")])
     panels = []
@@ -144,12 +152,11 @@ def branch_chart(parent: tuple[str, Any], branch: tuple[str, Any], branch_step: 
         frame = overlay_frame(tables, metric, smoothing, max_points)
         if frame.empty:
             continue
-        lines = _line_layers(frame, "run", metric, width=260, height=140, y_title=metric)
-        panels.append(alt.layer(lines, point).properties(width=260, height=140))
+        lines = _line_layers(frame, "run", metric, width=220, height=130, y_title=metric, colours=colours)
+        panels.append(alt.layer(lines, point).properties(width=220, height=130))
     if not panels:
         return _empty_chart("branch and parent", "neither run logged these metrics yet")
-    rows = [alt.hconcat(*panels[i:i + 3]) for i in range(0, len(panels), 3)]
-    return alt.vconcat(*rows, title=f"branched at step {branch_step} (dashed rule)")
+    return _grid(panels, f"branched at step {branch_step} (dashed rule)").configure_legend(orient="top")
 
 
 def metric_chart(scalars: pd.DataFrame, metric: str, alerts: pd.DataFrame, smoothing: float,
@@ -180,8 +187,19 @@ def early_warning_charts(table: Any, alerts: pd.DataFrame | None = None, smoothi
         if signal.key == "eval":  # what eval_regression compares with: the random-init reading, dashed
             baseline = baseline_frame(scalars)
             panels = [_with_baseline(panel, baseline, m) for panel, m in zip(panels, names)]
-        rows.append(alt.hconcat(*panels, title=signal.title))
+        rows.append(_grid(panels, signal.title))
     return alt.vconcat(*rows).resolve_scale(color="independent")
+
+
+PANELS_PER_ROW = 3  # 3 x 260 px fits the notebooks' "medium" width; a fourth panel in the row was cut off
+
+
+def _grid(panels: list[alt.TopLevelMixin], title: str) -> alt.TopLevelMixin:
+    """Panels PANELS_PER_ROW to a row, under one title."""
+    if len(panels) <= PANELS_PER_ROW:
+        return alt.hconcat(*panels, title=title)
+    rows = [alt.hconcat(*panels[i:i + PANELS_PER_ROW]) for i in range(0, len(panels), PANELS_PER_ROW)]
+    return alt.vconcat(*rows, title=title)
 
 
 def _with_baseline(panel: alt.TopLevelMixin, baseline: pd.DataFrame, metric: str) -> alt.TopLevelMixin:

@@ -313,8 +313,9 @@ def format_report(report: DoctorReport) -> str:
              + ("" if report.feature_dim else "; no readable config.toml beside the stream: the rank floor is off, "
                 "online_collapse does not wait out the lr warm-up, and ema_runaway reads the feature distance's "
                 "jumps raw, without the lr schedule's own growth"),
-             "judged with " + ("the run's own [rules] (config.toml)" if report.rules == "run" else
-                               "today's rules (the run's own: --rules run)"),
+             "judged with " + ("the thresholds in the run's own config.toml ([rules])" if report.rules == "run" else
+                               "this version's default rules (add --rules run to judge with the thresholds in the "
+                               "run's config.toml)"),
              f"steps {steps.get('first')}..{steps.get('last')} ({steps.get('rows')} metric rows, "
              f"{km.get('torn_lines', 0)} torn, {km.get('bad_lines', 0)} bad lines)"]
     if report.checkpoints is not None:

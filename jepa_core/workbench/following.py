@@ -10,12 +10,15 @@ SIGTERM.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Mapping
 
 from jepa_core.run import status as words
+from jepa_core.run.branch import alert_number, create_branch, plan_branch
+from jepa_core.run.checkpoint import CheckpointError
 from jepa_core.run.rundir import default_run_name
 from jepa_core.workbench.detached import DetachedRun, launch_detached, meta_stamp, resume_detached, stop_detached
 from jepa_core.workbench.live import LiveRun
-from jepa_core.workbench.plan import Plan
+from jepa_core.workbench.plan import Plan, form_overrides
 from jepa_core.workbench.runs import RunInfo, discover_runs, read_config_file, run_info
 from jepa_core.workbench.session_state import SessionState
 from jepa_core.workbench.view import BUILDING, DETACHED, IN_PROCESS, STARTING, TRAINING
@@ -49,6 +52,15 @@ class FollowingSession(SessionState):
         follow it."""
         with self._lock:
             self._resume(Path(path))
+        return self._published_message()
+
+    def rewind(self, parent: str | Path, alert: Mapping[str, Any], changes: Mapping[str, Any],
+               name: str = "") -> str:
+        """Branch `parent` from the checkpoint before `alert` (a row of its alert table: step, rule, severity) with
+        `changes` (`section.key` -> value), as `jepa rewind --alert` does; train the branch in a detached `jepa
+        train --resume` and follow it. The parent is only read."""
+        with self._lock:
+            self._rewind(Path(parent), alert, changes, name)
         return self._published_message()
 
     def reattach(self, path: str | Path) -> str:
@@ -96,6 +108,24 @@ class FollowingSession(SessionState):
         self._follow_run(path, launched, words.RUNNING, BUILDING,
                          f"Resuming {path.name} from its latest checkpoint (it was {info.status} at step "
                          f"{info.steps}): pid {launched.pid}, console log {launched.log_path}")
+
+    def _rewind(self, parent: Path, alert: Mapping[str, Any], changes: Mapping[str, Any], name: str) -> None:
+        if self._mode == IN_PROCESS and (self.busy or self._trainer is not None):
+            self._say("An in-process run is open here: Stop it before rewinding (the branch trains detached).")
+            return
+        try:
+            number = alert_number(parent, alert)
+            plan = plan_branch(parent, alert=number, overrides=form_overrides(changes), name=name.strip() or None)
+            branch = create_branch(plan).root
+        except (ValueError, CheckpointError, FileExistsError, OSError) as exc:  # ConfigError is a ValueError
+            self._say(f"Could not rewind: {exc}")
+            return
+        self._end_follow()
+        launched = resume_detached(branch)
+        changed = ", ".join(f"{k} = {v}" for k, v in plan.changes.items()) or "no changes"
+        self._follow_run(branch, launched, words.RUNNING, BUILDING,
+                         f"Rewound {parent.name} to step {plan.step} as {branch.name} ({changed}): pid "
+                         f"{launched.pid}, console log {launched.log_path}")
 
     def _reattach(self, path: Path) -> None:
         if self._mode == IN_PROCESS and (self.busy or self._trainer is not None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 from jepa_core.config import CADENCE_KEYS, Config, apply_overrides, preset
@@ -109,3 +110,20 @@ def _scale_untouched_warmup(values: dict[str, Any], base: Config) -> str:
     values["optim.warmup_steps"] = scaled = max(0, min(int(steps), round(int(steps) * share)))
     return (f"warm-up scaled to {scaled} step(s) ({share:.0%} of the run, as in the {base.optim.steps}-step preset; "
             "type a warm-up to choose it)")
+
+
+# What the workbench's "rewind here" form offers: what a user changes after an alert (learning rate, weight decay,
+# EMA momentum, the fault switches; `faults.target_gradients` changes the optimizer's groups and cannot be rewound).
+REWIND_KEYS: tuple[str, ...] = (
+    "optim.lr", "optim.weight_decay", "optim.final_weight_decay", "ema.start", "ema.end",
+    "faults.mask_leak_fraction", "faults.frozen_target", "faults.target_copies_online", "faults.lr_blowup_factor",
+    "faults.collapse_weight",
+)
+
+
+def rewind_defaults(run_dir: str | Path) -> dict[str, Any]:
+    """REWIND_KEYS as the run at `run_dir` has them (its config.toml): the rewind form starts from the parent."""
+    from jepa_core.run.rundir import load_run_config
+
+    cfg = load_run_config(Path(run_dir))
+    return {key: getattr(getattr(cfg, key.split(".")[0]), key.split(".")[1]) for key in REWIND_KEYS}

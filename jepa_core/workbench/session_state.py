@@ -87,7 +87,8 @@ class SessionState:
                                eta_seconds=eta_of(table) if phase == TRAINING else None, mode=self._mode,
                                run_dir=self._run_dir, busy=self.busy,
                                rows=0 if table is None else len(table.scalars) + len(table.alerts),
-                               epoch=self._epoch, version=self._publisher.version)
+                               epoch=self._epoch, version=self._publisher.version,
+                               alerts=0 if table is None else len(table.alerts))
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the current job ends (tests); True when it did."""

@@ -31,6 +31,7 @@ class SessionView:
     rows: int  # rows in the followed table: changes when there is something new to chart
     epoch: int  # changes when the status or the run changes (the notebook re-lists running runs then)
     version: int = 0  # changes with every published view
+    alerts: int = 0  # alerts in the followed table: the notebook rebuilds its alert table only when this changes
 
     @property
     def idle(self) -> bool:
