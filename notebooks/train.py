@@ -129,14 +129,32 @@ def _(CADENCE_KEYS, mo, preset, preset_choice):
 
 
 @app.cell(hide_code=True)
-def _(cadences, faults, form, mo):
-    mo.ui.tabs(
-        {
-            # The children are views of the dictionaries: laid out one per line, they still update them.
-            "config": mo.vstack(list(form.elements.values())),
-            "diagnostic cadences (live)": mo.vstack(list(cadences.elements.values())),
-            "fault injection": mo.vstack(list(faults.elements.values())),
-        }
+def _(
+    cadences,
+    detach_button,
+    faults,
+    form,
+    mo,
+    start_button,
+    step_button,
+    step_count,
+    stop_button,
+):
+    # The buttons sit right under the fields, in this one output: Tab from the last field lands on Start. Between
+    # two outputs it would land in the next cell's folded code, which unfolds, moves the buttons down, and folds
+    # again under the next click's press, so that its release missed the button and the click was lost.
+    mo.vstack(
+        [
+            mo.ui.tabs(
+                {
+                    # The children are views of the dictionaries: laid out one per line, they still update them.
+                    "config": mo.vstack(list(form.elements.values())),
+                    "diagnostic cadences (live)": mo.vstack(list(cadences.elements.values())),
+                    "fault injection": mo.vstack(list(faults.elements.values())),
+                }
+            ),
+            mo.hstack([start_button, stop_button, step_count, step_button, detach_button], justify="start"),
+        ]
     )
     return
 
@@ -185,7 +203,6 @@ def _(mo):
     step_button = mo.ui.button(label="Step N", value=0, on_click=lambda n: n + 1)
     detach_button = mo.ui.button(label="Launch detached", value=0, on_click=lambda n: n + 1)
     relist_button = mo.ui.button(label="Refresh list", value=0, on_click=lambda n: n + 1)
-    mo.hstack([start_button, stop_button, step_count, step_button, detach_button], justify="start")
     return detach_button, relist_button, start_button, step_button, step_count, stop_button
 
 

@@ -408,14 +408,19 @@ def test_train_launch_detached_reattach_after_a_reload_stop_and_resume(browser, 
         outputs(page).get_by_text("Config OK: run detached-run", exact=False).first.wait_for()
         page.get_by_role("button", name="Launch detached", exact=True).click()
         wait_for(page, lambda: message(page).startswith("Launched pid"), "the launch message", 60)
+        launched_pid = int(message(page).split()[2].rstrip(":"))
 
         # The list of running runs is built again once the run exists: no kernel restart needed, even after a
         # page reload (which reconnects to the same session)
         page.reload()
         choose_option(page, "detached-run [running", 180)
+        # One click, one trainer: the run lists were rebuilt since (the cell that handles clicks ran again)
+        assert trainer_processes("detached-run") == [launched_pid]
         page.get_by_role("button", name="Reattach", exact=True).click()
         wait_for(page, lambda: message(page).startswith("Following"), "the reattach message", 60)
         wait_for_progress(page, "running", 3)
+        assert trainer_processes("detached-run") == [launched_pid]
+        assert "already exists" not in (tmp_path / "runs" / ".logs" / "detached-run.log").read_text()
         page.get_by_role("button", name="Stop", exact=True).click()
         stopped_at = wait_for_progress(page, "stopped", 3, timeout_s=120)
 
@@ -453,9 +458,6 @@ def test_form_20_step_run_then_rewind_here_from_its_alert(browser, tmp_path: Pat
         page = new_page(browser, TALL)
         page.goto(url)
         page.get_by_role("button", name="Start", exact=True).wait_for()
-        name_box = page.locator("input[placeholder='timestamp']")
-        name_box.fill("leaky")
-        name_box.press("Enter")
         set_number(page, "training images (built-in shapes)", 512)
         no_eval_at_start(page)
         page.get_by_role("tab", name="fault injection").click()
@@ -466,9 +468,13 @@ def test_form_20_step_run_then_rewind_here_from_its_alert(browser, tmp_path: Pat
         page.get_by_role("tab", name="config").click()
         steps = number_input(page, "steps")
         steps.fill("20")
-        steps.press("Tab")  # typed, then Tab: the next click must still count
+        steps.press("Tab")
+        name_box = page.locator("input[placeholder='timestamp']")  # the form's last field
+        name_box.fill("leaky")
+        name_box.press("Tab")  # typed, then Tab: focus goes on to Start, not into a cell's folded code
+        outputs(page).get_by_text("Config OK: run leaky, 20 steps", exact=False).first.wait_for()
         outputs(page).get_by_text("warm-up scaled to 1 step(s)", exact=False).first.wait_for()
-        page.get_by_role("button", name="Start", exact=True).click()
+        page.get_by_role("button", name="Start", exact=True).click()  # the next click counts
         assert wait_for_progress(page, "finished", 20, timeout_s=240) == 20
         assert message(page) == "finished at step 20 of 20."  # one Start: no "Busy training" from a second one
         assert json.loads((parent / "meta.json").read_text())["status"] == "finished"
@@ -487,7 +493,7 @@ def test_form_20_step_run_then_rewind_here_from_its_alert(browser, tmp_path: Pat
         wait_for(page, lambda: message(page).startswith("Rewound leaky to step 0 as leaky-fixed"),
                  f"the rewind message (now {message(page)!r})", 60)
         page.wait_for_timeout(3000)  # the run lists are rebuilt meanwhile: the click must not act again
-        assert len(trainer_processes("leaky-fixed")) <= 1
+        assert len(trainer_processes("leaky-fixed")) <= 1  # one process (or none left: 20 steps end quickly)
         assert wait_for_progress(page, "finished", 20, timeout_s=240) == 20
         outputs(page).get_by_text("Branch of leaky at step 0", exact=False).first.wait_for(timeout=60_000)
         wait_for_charts(page, 4)
