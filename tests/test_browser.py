@@ -15,6 +15,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -505,3 +506,20 @@ def test_form_20_step_run_then_rewind_here_from_its_alert(browser, tmp_path: Pat
     assert meta["status"] == "finished" and meta["attempt"] == 1 + 0  # a branch from step 0 has no copied rows
     log = (tmp_path / "runs" / ".logs" / "leaky-fixed.log").read_text()
     assert "already exists" not in log
+
+
+def test_the_monitor_opens_a_run_watched_in_another_loop(browser, tmp_path: Path) -> None:
+    """examples/own_loop.py writes through jepa_core.monitor; the monitor notebook opens its run as any other."""
+    done = subprocess.run([sys.executable, str(REPO / "examples" / "own_loop.py"), "--steps", "60", "--name", "mine"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = tmp_path / "runs" / "mine"
+    with edit_server("monitor.py", tmp_path, "--run", str(run)) as url:
+        page = new_page(browser, TALL)
+        page.goto(url)
+        wait_for_charts(page, 4)
+        outputs(page).get_by_text("status finished, last step 60", exact=False).first.wait_for()
+        page.wait_for_timeout(1500)
+        shoot(page, tmp_path / "own-loop-monitor.png")
+        assert_no_errors_and_no_xss(page)
+        page.close()

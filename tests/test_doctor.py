@@ -114,6 +114,16 @@ def test_recorded_alerts_are_merged_and_deduplicated(tmp_path: Path) -> None:
     assert report.verdict == "critical"
 
 
+def test_a_warning_and_a_critical_alert_of_one_rule_at_one_step_are_both_kept(tmp_path: Path) -> None:
+    live = [{"step": 160, "attempt": 0, "event": "alert", "rule": "ema_stalled", "severity": severity,
+             "metric": metric, "value": 0.0, "message": f"recorded live: {severity}"}
+            for severity, metric in (("warning", "ema_tau"), ("critical", "ema/relative_param_l2"))]
+    report = diagnose(write_run(tmp_path, healthy_rows() + live))
+    assert [(a.rule, a.step, a.severity) for a in report.alerts] == [
+        ("ema_stalled", 160, "critical"), ("ema_stalled", 160, "warning")]
+    assert report.verdict == "critical"
+
+
 def test_info_alerts_alone_keep_the_run_healthy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     info = {"step": 60, "attempt": 0, "event": "alert", "rule": "note", "severity": "info", "metric": "loss",
             "value": 0.5, "message": "just so you know"}

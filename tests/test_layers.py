@@ -15,9 +15,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "jepa_core"
 
 # Lowest first. A module may import its own layer and the layers before it. The top-level modules `cli`, `train`
-# `check` and `rewind` are the entry points: `jepa`, `python -m jepa_core.train` / torchrun, `jepa check`, `jepa rewind`.
+# `check`, `rewind` and `monitor` are the entry points: `jepa`, `python -m jepa_core.train` / torchrun, `jepa check`,
+# `jepa rewind`, and the monitor a loop written elsewhere imports.
 LAYERS = ("common", "config", "method", "data", "metrics", "alerts", "run", "workbench", "entry")
-ENTRY_POINTS = ("cli", "train", "check", "rewind")
+ENTRY_POINTS = ("cli", "train", "check", "rewind", "monitor")
 
 
 def module_name(path: Path) -> str:

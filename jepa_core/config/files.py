@@ -78,6 +78,11 @@ def _toml_escape(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
+def toml_value(value: Any) -> str:
+    """`value` spelled as a TOML value (strings escaped so that any string round-trips)."""
+    return _toml_value(value)
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -98,6 +98,7 @@ class Instrumentation:
         self._grad_cosine: tuple[int, Tensor] | None = None
         self._params_before: tuple[int, list[Tensor]] | None = None
         self._probe_images: Tensor | None = None  # fixed probe batch, made on first use
+        self.probe_shape: tuple[int, int, int] | None = None  # its (C, H, W) when the encoder does not say it
         self.failures: list[tuple[int, str, str]] = []  # groups that raised at the last after_step
 
     # ----------------------------------------------------------------------------------------------- cadences
@@ -154,7 +155,7 @@ class Instrumentation:
             self._params_before = (step, [p.detach().clone() for p in params])
         self._prev_grad = (step, grad) if grad is not None and self._due(key, step + 1) else None
 
-    def after_step(self, out: Any, model: Any, step_seconds: float, data_seconds: float,
+    def after_step(self, out: Any, model: Any, step_seconds: float, data_seconds: float | None,
                    every_group: bool = False) -> dict[str, float]:
         """Every metric due at ``out.step`` as Python floats ({} when nothing is due); at most one sync per device.
 

@@ -64,7 +64,7 @@ class StepContext:
     out: Any
     model: Any
     step_seconds: float
-    data_seconds: float
+    data_seconds: float | None  # None: the loop did not say (a monitored loop)
     max_tokens: int
 
     def _generator(self, salt: int) -> torch.Generator:
@@ -112,15 +112,18 @@ def _basic(inst: HookState, ctx: StepContext) -> Metrics:
     out = ctx.out
     metrics: Metrics = {
         "loss": out.loss.detach() if isinstance(out.loss, Tensor) else float(out.loss),
-        "grad_norm": out.grad_norm.detach() if isinstance(out.grad_norm, Tensor) else float(out.grad_norm),
         "lr": float(out.lr), "wd": float(out.wd), "ema_tau": float(out.ema_tau),
         "global_batch_size": int(out.batch_size),
     }
+    # A loop watched by jepa_core.monitor may not report a gradient norm or its data time: left out, not made up.
+    if out.grad_norm is not None:
+        metrics["grad_norm"] = out.grad_norm.detach() if isinstance(out.grad_norm, Tensor) else float(out.grad_norm)
     epoch = getattr(out, "epoch", None)
     if epoch is not None:
         metrics["epoch"] = float(epoch)
     metrics["time/step_seconds"] = ctx.step_seconds
-    metrics["time/data_seconds"] = ctx.data_seconds
+    if ctx.data_seconds is not None:
+        metrics["time/data_seconds"] = ctx.data_seconds
     if ctx.step_seconds > 0:
         metrics["time/samples_per_second"] = out.batch_size / ctx.step_seconds
     metrics["time/eta_seconds"] = eta_seconds(int(out.step), inst.total_steps, inst.smoothed_step_seconds)
@@ -163,8 +166,10 @@ def _fixed_batch(inst: HookState, ctx: StepContext) -> Metrics:
     m = unwrap_jepa(ctx.model)
     target, online = m.target_encoder, m.context_encoder
     if inst._probe_images is None:
-        size, chans = target.img_size, target.patch_embed.in_channels
-        inst._probe_images = torch.randn(FIXED_PROBE_IMAGES, chans, size, size, generator=fixed_probe_generator())
+        # (C, H, W) of the encoder's input: given to a monitor watching another loop's encoder, else ours
+        shape = getattr(inst, "probe_shape", None) or (target.patch_embed.in_channels, target.img_size,
+                                                        target.img_size)
+        inst._probe_images = torch.randn(FIXED_PROBE_IMAGES, *shape, generator=fixed_probe_generator())
     images = inst._probe_images.to(next(target.parameters()).device)
     target_tokens, online_tokens = target(images).float(), online(images).float()
     rows = target_tokens.reshape(-1, target_tokens.shape[-1])

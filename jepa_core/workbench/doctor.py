@@ -1,7 +1,7 @@
 """`jepa doctor RUN`: a health verdict for one run from its metric stream (SPEC §3, §7).
 
 Alerts are the alert rows training already wrote, merged with a fresh evaluation of the rules over the metric rows
-(deduplicated by (rule, step)), so a run recorded with old thresholds, or with rules off, is still judged today.
+(deduplicated by (rule, step, severity)), so a run recorded with old thresholds, or with rules off, is still judged today.
 `--rules run` judges with the run's own `[rules]` from its config.toml instead (thresholds a user tuned for an
 unusual encoder, say a lower `rank_floor_fraction`); the alerts training wrote are merged either way.
 Exit codes: 0 healthy (no alert, or info only), 1 a warning or critical alert, 2 the run cannot be read.
@@ -106,10 +106,11 @@ def _file_alerts(alerts: pd.DataFrame) -> list[Alert]:
 
 
 def _merge(recorded: list[Alert], fresh: list[Alert]) -> list[Alert]:
-    """Recorded alerts first (their message is what the user saw live), fresh ones fill the gaps."""
-    seen: dict[tuple[str, int], Alert] = {}
+    """Recorded alerts first (their message is what the user saw live), fresh ones fill the gaps. One rule may raise
+    a warning and a critical alert at the same step (ema_stalled: the momentum, then the distance): both are kept."""
+    seen: dict[tuple[str, int, str], Alert] = {}
     for alert in recorded + fresh:
-        seen.setdefault((alert.rule, alert.step), alert)
+        seen.setdefault((alert.rule, alert.step, alert.severity), alert)
     return sorted(seen.values(), key=lambda a: (a.step, -SEVERITIES.index(a.severity), a.rule))
 
 
