@@ -1,5 +1,5 @@
-"""What the detection library holds (SPEC §7, §8): its faults and their grids, the rounds it was recorded in, and the
-cases they make over its settings (their table is library_settings.py, beside this file). `benchmarks/library.py`
+"""What the detection library holds (design §7, §8): its faults and their grids, the rounds it was recorded in, and
+the cases they make over its settings (their table is library_settings.py, beside this file). `benchmarks/library.py`
 trains and records them; `benchmarks/detection.py` judges them.
 
 A case is a setting, a seed and, for a fault run, a fault, a magnitude and an onset. Its name is its record's

@@ -1,4 +1,4 @@
-"""Detection benchmark (SPEC §7, §8): the early-warning rules replayed over the recorded library, judged by harm.
+"""Detection benchmark (design §7, §8): the early-warning rules replayed over the recorded library, judged by harm.
 
 The library (data/library/, trained by `benchmarks/library.py --train`) holds healthy runs over seeds and settings,
 and fault runs over a grid of magnitudes x onsets. Each fault run is labelled by what the fault did, not by whether

@@ -1,4 +1,4 @@
-"""Cost of the diagnostics (SPEC §6): step time with them off, at the preset's cadences, and all every step.
+"""Cost of the diagnostics (design §6): step time with them off, at the preset's cadences, and all every step.
 
 One process, one Trainer per preset; the modes are switched live with ``Trainer.set_cadences``. Evaluation and
 checkpoints are pushed out of the timed window; the sinks are the preset's (TensorBoard included), because writing

@@ -1,4 +1,4 @@
-"""Ground truth of the detection benchmark (SPEC §8): which fault runs did harm, from when, and the two baselines
+"""Ground truth of the detection benchmark (design §8): which fault runs did harm, from when, and the two baselines
 the rules are raced against. benchmarks/detection.py judges the library with it.
 
 Each fault run is labelled by what the fault did, not by whether it was switched on. Harmful, from the first reading

@@ -1,4 +1,4 @@
-"""The detection library: recorded runs that the early-warning rules are tuned on and tested on (SPEC §7, §8).
+"""The detection library: recorded runs that the early-warning rules are tuned on and tested on (design §7, §8).
 
 Settings of five seeds each, healthy (and more seeds of most, from later rounds); for each §8 fault a grid of
 magnitudes x onsets (early, middle, late) on the settings that have onsets. Recorded in rounds; the rounds since the

@@ -1,5 +1,5 @@
-"""The settings of the detection library (SPEC §7, §8): what a user might run, each on top of the tiny preset (what a
-setting holds is setting.py). Those of rounds 1-25 are here, the later ones in library_settings_recent.py; SETTINGS
+"""The settings of the detection library (design §7, §8): what a user might run, each on top of the tiny preset
+(what a setting holds is setting.py). Those of rounds 1-25 are here, the later ones in library_settings_recent.py; SETTINGS
 joins both. Which round introduced each, and which seeds later rounds added, is benchmarks/rounds.py.
 """
 
@@ -53,7 +53,7 @@ SETTINGS = (
             1000, (250, 500, 750), 200, "tiny, EMA momentum 0.99 -> 1, lr 6e-4, warm-up 100, 1000 steps",
             round=4),
     # Never tuned on: what a user who leaves the tiny preset's dense cadences for the defaults meets (the large-run
-    # cadences of SPEC §6, also the small preset's: readings every 20 steps, covariance, parameter distance and
+    # cadences of design §6, also the small preset's: readings every 20 steps, covariance, parameter distance and
     # weights health every 500), with I-JEPA's weight-decay ramp to 0.4, a cosine EMA schedule, four target blocks
     # and 1200 steps. Every rule has half the readings per step that it was tuned on, or fewer.
     Setting("sparse", (*cadences(20, 500, 500, 100, 300), "optim.final_weight_decay=0.4", "ema.schedule='cosine'",
@@ -85,7 +85,7 @@ SETTINGS = (
                     "logging.checkpoint_every_steps=200"),
             800, (200, 400, 600), 200, "tiny, MSE loss, no gradient clipping, cadences 10/50, 800 steps",
             round=8),
-    # Never tuned on: a user who leaves every cadence at the large-run defaults of SPEC §6 (readings every 20
+    # Never tuned on: a user who leaves every cadence at the large-run defaults of design §6 (readings every 20
     # steps, the fixed batch every 20, covariance, parameter distance and weights health every 500), lets the target
     # follow more slowly (EMA momentum from 0.998), raises the lr to 8e-4 with a warm-up of 100, for 1200 steps.
     Setting("defaults", ("diagnostics.basic_every_steps=20", "diagnostics.representation_every_steps=20",

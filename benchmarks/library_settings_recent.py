@@ -1,4 +1,4 @@
-"""The detection library's settings from round 26 on (SPEC §7, §8), each never tuned on when its round was recorded;
+"""The detection library's settings from round 26 on (design §7, §8), each never tuned on when its round was recorded;
 the earlier ones are library_settings.py, which joins both tables.
 """
 

@@ -1,4 +1,4 @@
-"""The rounds the detection library was recorded in (SPEC §8): what each added and what became of it, the seeds and
+"""The rounds the detection library was recorded in (design §8): what each added and what became of it, the seeds and
 settings each added cases on, and which rounds are the test split. benchmarks/cases.py turns them into cases.
 
 A round is recorded after the rules it tests were frozen; reading it once makes it a test, and any change of a rule

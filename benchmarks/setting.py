@@ -1,4 +1,4 @@
-"""A setting of the detection library (SPEC §7, §8): a config a user might run, on top of the tiny preset, with the
+"""A setting of the detection library (design §7, §8): a config a user might run, on top of the tiny preset, with the
 fault onsets, the window a fault run trains past its onset and, for the newer ones, fault magnitudes of its own. The
 settings themselves are library_settings.py and library_settings_recent.py.
 """

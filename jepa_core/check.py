@@ -1,4 +1,4 @@
-"""`jepa check`: a pre-flight of a run without training it (SPEC §3).
+"""`jepa check`: a pre-flight of a run without training it (design §3).
 
 It validates the config; samples 1,000 mask batches (those of the run's first 1,000 steps, in the data workers)
 and reports context and target sizes and any overlap; says at which cadences the early-warning rules read their

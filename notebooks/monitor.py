@@ -13,10 +13,11 @@ def _():
     import marimo as mo
 
     from jepa_core.workbench import charts, runs
+    from jepa_core.workbench.branches import branch_view
     from jepa_core.workbench.live import LiveRun
     from jepa_core.workbench.markup import md_text, problems_markdown
 
-    return LiveRun, Path, charts, md_text, mo, os, problems_markdown, runs, sys
+    return LiveRun, Path, branch_view, charts, md_text, mo, os, problems_markdown, runs, sys
 
 
 @app.cell(hide_code=True)
@@ -184,20 +185,12 @@ def _(charts, mo, primary):
 
 
 @app.cell(hide_code=True)
-def _(charts, max_points, md_text, mo, primary, runs, smoothing):
+def _(branch_view, max_points, md_text, mo, primary, smoothing):
     mo.stop(primary is None)
-    # A branch made by `jepa rewind` (or the alert table's "rewind here"), drawn over its parent from the branch point.
-    _branch = runs.branch_of(primary.path)
-    mo.stop(_branch is None)
-    _parent, _step = _branch
-    _parent_table, _ = runs.load_run_table(_parent)
-    mo.vstack(
-        [
-            mo.md(f"## Branch of {md_text(_parent.name)} at step {_step}"),
-            charts.branch_chart((_parent.name, _parent_table), (primary.name, primary.table), _step,
-                                smoothing.value, int(max_points.value)),
-        ]
-    )
+    # A branch made by `jepa rewind` (or the workbench's "Rewind here"), drawn over its parent from the branch point.
+    _view = branch_view(primary.path, primary.name, primary.table, smoothing.value, int(max_points.value))
+    mo.stop(_view is None)
+    mo.vstack([mo.md(f"## Branch of {md_text(_view[0])} at step {_view[1]}"), _view[2]])
     return
 
 

@@ -12,9 +12,10 @@ def _():
     import marimo as mo
 
     from jepa_core.workbench import charts, runs
+    from jepa_core.workbench.branches import branch_view
     from jepa_core.workbench.markup import problems_markdown, summary_markdown
 
-    return charts, mo, os, problems_markdown, runs, summary_markdown, sys
+    return branch_view, charts, mo, os, problems_markdown, runs, summary_markdown, sys
 
 
 @app.cell(hide_code=True)
@@ -90,18 +91,12 @@ def _(charts, mo, table):
 
 
 @app.cell(hide_code=True)
-def _(charts, mo, run_path, runs, summary, table):
+def _(branch_view, mo, run_path, summary, table):
     # A branch made by `jepa rewind`, drawn over its parent from the branch point.
-    _branch = runs.branch_of(run_path)
-    mo.stop(_branch is None)
-    _parent, _step = _branch
-    _parent_table, _ = runs.load_run_table(_parent)
-    mo.vstack(
-        [
-            mo.md(f"## Branch and parent\nBefore step {_step} the branch is its parent's history; after it, what the change did."),
-            charts.branch_chart((_parent.name, _parent_table), (summary.name, table), _step),
-        ]
-    )
+    _view = branch_view(run_path, summary.name, table)
+    mo.stop(_view is None)
+    _words = f"Before step {_view[1]} the branch is its parent's history; after it, what the change did."
+    mo.vstack([mo.md(f"## Branch and parent\n{_words}"), _view[2]])
     return
 
 

@@ -10,7 +10,8 @@ def _():
 
     import marimo as mo
 
-    from jepa_core.workbench import charts, runs
+    from jepa_core.workbench import charts
+    from jepa_core.workbench.branches import branch_view
     from jepa_core.config import CADENCE_KEYS, preset
     from jepa_core.workbench.clicks import ClickLedger
     from jepa_core.workbench.markup import md_text
@@ -24,6 +25,7 @@ def _():
         PRESET_NAMES,
         Path,
         TrainingSession,
+        branch_view,
         charts,
         form_defaults,
         md_text,
@@ -31,7 +33,6 @@ def _():
         plan_from_form,
         preset,
         rewind_defaults,
-        runs,
         session_panel_html,
     )
 
@@ -379,20 +380,13 @@ def handle_rewind(clicks, rewind_alert, rewind_button, rewind_form, rewind_name,
 
 
 @app.cell(hide_code=True)
-def _(charts, get_rows, md_text, mo, runs, session):
+def _(branch_view, get_rows, md_text, mo, session):
     # A branch (made here or by `jepa rewind`) over its parent, aligned by step, the branch point dashed.
     get_rows()
     _run, _table = session.view().run_dir, session.table
-    _branch = runs.branch_of(_run) if _run is not None and _table is not None else None
-    mo.stop(_branch is None)
-    _parent, _step = _branch
-    _parent_table, _ = runs.load_run_table(_parent)
-    mo.vstack(
-        [
-            mo.md(f"Branch of **{md_text(_parent.name)}** at step {_step}"),
-            charts.branch_chart((_parent.name, _parent_table), (_run.name, _table), _step, max_points=400),
-        ]
-    )
+    _view = branch_view(_run, _run.name, _table, max_points=400) if _run is not None and _table is not None else None
+    mo.stop(_view is None)
+    mo.vstack([mo.md(f"Branch of **{md_text(_view[0])}** at step {_view[1]}"), _view[2]])
     return
 
 

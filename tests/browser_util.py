@@ -1,6 +1,6 @@
 """Helpers shared by the notebook/chart/run tests: synthetic run directories, servers, browsers.
 
-The synthetic run mimics what the trainer writes (SPEC §4, §5): sparse rows at cadences, an
+The synthetic run mimics what the trainer writes (design §4, §5): sparse rows at cadences, an
 alert row, a "NaN" loss, config.toml and meta.json. Its name can carry an HTML payload so the
 escaping tests can check it is shown as text everywhere.
 """

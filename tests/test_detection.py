@@ -1,4 +1,5 @@
-"""Fault injection (SPEC §8) and stop-on-critical; the detection benchmark itself is tested in test_detection_benchmark.py."""
+"""Fault injection (design §8) and stop-on-critical; the detection benchmark itself is tested in
+test_detection_benchmark.py."""
 
 from __future__ import annotations
 

@@ -522,10 +522,10 @@ def test_recorded_case_is_what_the_library_would_train_now(case_dir):
     assert rows[-1]["step"] <= info["last_step"] < rows[-1]["step"] + recorded.diagnostics.basic_every_steps
 
 
-# Misses on the tuning split, explained in the README's "What the rules do not catch". `batch32`'s collapse below
-# was missed in rounds 7-12, until the late-fall reference of steady_collapse. The one now came with the harm
-# label's last-reading clause (after round 14): a `smalldata` collapse inside the first descent, until then called
-# benign, that the rules see at step 200 with the evaluation baseline. One fixed fails
+# Misses on the tuning split, explained in docs/research/early-warning.md ("What the rules do not catch").
+# `batch32`'s collapse below was missed in rounds 7-12, until the late-fall reference of steady_collapse. The one
+# now came with the harm label's last-reading clause (after round 14): a `smalldata` collapse inside the first
+# descent, until then called benign, that the rules see at step 200 with the evaluation baseline. One fixed fails
 # test_the_rules_meet_every_target_on_the_tuning_split until it is taken off the list; one new fails it too.
 # Two healthy runs of rounds 18-19 whose evaluation fell past the label's margin (a healthy run has no run without
 # the fault to be compared with): `quick` seed 37's kNN 5.7 points below an early best while its probe climbed, and
@@ -864,7 +864,8 @@ def test_a_fast_target_falls_with_the_online_encoder_and_leaves_its_early_collap
     # Round 36's `fastema` (the EMA momentum from 0.98; read once, on the frozen rules): the target follows within
     # about 50 steps, so on the collapses from 104 the ratio online/target falls 3-4x between two readings but stays
     # above the 0.15 floor, and online_collapse is silent; steady_collapse catches them at 169, 13 steps after the
-    # spread halved (156) on weights 0.39 and 3.4. A documented limit (README), not a tuned case.
+    # spread halved (156) on weights 0.39 and 3.4. A documented limit (docs/research/early-warning.md), not a tuned
+    # case.
     spread = load_benchmark("online_spread")
     for name in ("fastema/collapse_0.39_at104_s0", "fastema/collapse_3.4_at104_s2"):
         case = LIBRARY.LIBRARY / name

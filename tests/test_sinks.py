@@ -1,4 +1,4 @@
-"""Fan-out logger (SPEC §5): rank 0 only, canonical JSONL failure stops, mirror failure warns rate-limited."""
+"""Fan-out logger (design §5): rank 0 only, canonical JSONL failure stops, mirror failure warns rate-limited."""
 
 from __future__ import annotations
 

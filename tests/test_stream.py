@@ -1,4 +1,4 @@
-"""The metric stream contract (SPEC §5): strict JSON, non-finite round trip, torn lines, resume purge, following."""
+"""The metric stream contract (design §5): strict JSON, non-finite round trip, torn lines, resume purge, following."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Config validation holes: non-finite floats, derived sizes and run names are rejected before any work starts,
-with a message that names the key (SPEC §11)."""
+with a message that names the key (design §11)."""
 
 from __future__ import annotations
 

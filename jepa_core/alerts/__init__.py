@@ -1,4 +1,4 @@
-"""Early warning (SPEC §7): statistics over a signal's own history, the rules built on them and the engine.
+"""Early warning (design §7): statistics over a signal's own history, the rules built on them and the engine.
 
 Owns: `detectors` (robust baselines, CUSUM, trend breaks, falls from a rested level), `base` (the alert, the rule
 protocol and its plumbing), `collapse` (the representation-collapse rules), `rules` (the other §7 rules and

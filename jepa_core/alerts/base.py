@@ -1,4 +1,4 @@
-"""What every early-warning rule is made of (SPEC §7): the alert, the rule protocol and the shared plumbing.
+"""What every early-warning rule is made of (design §7): the alert, the rule protocol and the shared plumbing.
 
 Rows are sparse: each rule acts only on rows that carry its metrics and counts *readings*, not steps. Every rule has a
 warm-up (early readings build references but never fire), a patience (consecutive readings in the condition),

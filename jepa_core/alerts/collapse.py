@@ -1,4 +1,4 @@
-"""The representation-collapse rules of SPEC §7: `variance_collapse`, `steady_collapse`, `rank_collapse`,
+"""The representation-collapse rules of design §7: `variance_collapse`, `steady_collapse`, `rank_collapse`,
 `false_comfort` and `online_collapse`, and `Trend`/`TrendRule`, a signal judged against its own trend (also used by
 `ema_runaway`).
 

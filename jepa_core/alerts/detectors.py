@@ -1,4 +1,4 @@
-"""Streaming statistical primitives for the early-warning rules (SPEC §7).
+"""Streaming statistical primitives for the early-warning rules (design §7).
 
 Every object here holds a fixed number of floats, whatever the length of the stream, so a rule built from them is
 O(1) in memory and can run live inside training, over a finished metrics file, or in a notebook.

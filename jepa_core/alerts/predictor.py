@@ -1,4 +1,4 @@
-"""`predictor_collapse` (SPEC §7): the predictor's output spread across the batch gone, within a few readings.
+"""`predictor_collapse` (design §7): the predictor's output spread across the batch gone, within a few readings.
 
 A JEPA predictor that stops reading its context answers every target with about the same vector: the spread of its
 outputs over the batch (`pred/std_mean`) falls to a small fraction of what it read a few readings before. A healthy

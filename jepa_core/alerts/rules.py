@@ -1,4 +1,4 @@
-"""The rules of SPEC §7, one class each, and `build_rules` that configures a fresh set for one stream.
+"""The rules of design §7, one class each, and `build_rules` that configures a fresh set for one stream.
 
 Two kinds. Invariant rules fire at once on a logged fact that is exact on every healthy run: a target patch in the
 context, a target parameter that trains, a non-finite loss, a target equal to the online encoder or never updated.

@@ -3,7 +3,7 @@
     step 120/1000 loss 0.4312 lr 8.1e-04 ema 0.9968 std 0.21 rank 31.2 6.3 it/s eta 2m20s
 
 and `terminal_safe`, which every string from a run (names, alert messages, paths) passes through on its way to a
-terminal (SPEC §11).
+terminal (design §11).
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def _tiny() -> dict[str, dict[str, Any]]:
 
 
 def _small() -> dict[str, dict[str, Any]]:
-    """One GPU: 64x64 images, a ViT-S-like width, the large-run cadences of SPEC §6."""
+    """One GPU: 64x64 images, a ViT-S-like width, the large-run cadences of design §6."""
     return {
         "model": {"img_size": 64, "patch_size": 8, "embed_dim": 384, "depth": 6, "num_heads": 6,
                   "pred_dim": 192, "pred_depth": 4, "pred_num_heads": 6},
@@ -64,7 +64,7 @@ def _base() -> dict[str, dict[str, Any]]:
         "optim": {"steps": 100_000, "batch_size": 256, "lr": 1.25e-4, "start_lr": 2.5e-5, "final_lr": 1e-6,
                   "warmup_steps": 5000, "weight_decay": 0.04, "final_weight_decay": 0.4},
         "ema": {"start": 0.996, "end": 1.0},
-        # SPEC §6's large-run cadences; evaluation and checkpoints spaced for a run of days.
+        # design §6's large-run cadences; evaluation and checkpoints spaced for a run of days.
         "diagnostics": {"eval_every_steps": 5000},
         "eval": {"probe_epochs": 100},
         "logging": {"checkpoint_every_steps": 2500, "log_every_steps": 100},

@@ -1,4 +1,4 @@
-"""`RulesConfig`: the thresholds of the early-warning rules (SPEC §7), plain data mapped onto the `[rules]` section.
+"""`RulesConfig`: the thresholds of the early-warning rules (design §7), plain data mapped onto the `[rules]` section.
 
 The rules themselves live in `jepa_core.alerts`; every number they use is a field here so a run config can tune it.
 Defaults were chosen on the tuning split of the detection library (benchmarks/library.py) and are reported on its
@@ -33,7 +33,7 @@ RETIRED_KEYS = frozenset({
 class RulesConfig:
     """Thresholds of the early-warning rules. Plain data (int/float/bool/str) so it maps onto a TOML section."""
 
-    enabled: bool = True
+    enabled: bool = True  # false turns every rule off (the stream is still written)
     stop_on_critical: bool = False  # the trainer stops (with a checkpoint) once a critical alert fires
     # shared
     # readings before this step build no references and never fire: the first steps' transients (the features
@@ -92,8 +92,9 @@ class RulesConfig:
     # its onset, 60 steps before harm. 1% instead of 2% for "rested" caught fewer collapses; a 200-step window
     # caught almost none (healthy runs rarely rest that long before a collapse's onset).
     steady_window_steps: int = 100
+    # most the fixed-batch spread may change over steady_window_steps and still count as rested
     steady_stable_change: float = 0.02
-    steady_fall: float = 0.15
+    steady_fall: float = 0.15  # fall of the fixed-batch spread below its rested level that warns
     # ... and target/std_mean (the per-batch spread, read at any cadence) fallen steady_batch_fall below where it
     # last rested, for two readings in a row (it is sampled: one low batch is not a fall). At the default cadences
     # the fixed batch is read every 500 steps, and round 5's collapses on `sparse` did their harm within 160 steps
@@ -111,8 +112,8 @@ class RulesConfig:
     # healthy warning, none from this). With an lr warm-up much longer than 100 steps, raise the start with it.
     # 0 turns it off.
     steady_late_fall: float = 0.3
-    steady_late_window_steps: int = 100
-    steady_late_after_steps: int = 360
+    steady_late_window_steps: int = 100  # how far back the late fall compares the per-batch spread
+    steady_late_after_steps: int = 360  # the late-fall check starts at this step
     # ... and a spread fallen steady_steep_fall (fixed batch) or steady_steep_batch_fall (per-batch, two readings in a
     # row) below its reading steady_steep_window_steps earlier, at any step after warm-up and not held by the first
     # descent: faster than any healthy run's spread fell at all, its first descent included. Chosen on rounds 1-28
@@ -123,8 +124,8 @@ class RulesConfig:
     # steps earlier than before, and `flatlr`'s collapse from 130 (seed 51, never alerted before) 40 steps after its
     # harm, only with the fixed batch at 0.68-0.70. No healthy or benign run fires. 0 turns one off.
     steady_steep_fall: float = 0.7
-    steady_steep_batch_fall: float = 0.72
-    steady_steep_window_steps: int = 80
+    steady_steep_batch_fall: float = 0.72  # fall of the per-batch spread over steady_steep_window_steps that warns
+    steady_steep_window_steps: int = 80  # how far back the steep-fall checks compare
     # ... and target/fixed_batch_std_mean falling again: over the last steady_again_window_steps at least
     # steady_again_fall (log) and steady_again_factor times its slowest such fall since its steepest one (not held by
     # the first descent). Round 13's `px48` collapse of weight 1.2 from step 300 continued a first descent that had
@@ -135,8 +136,8 @@ class RulesConfig:
     # 40 steps. Factors 2-4, falls 0.02-0.08 and windows of 20-60 steps give the same catches and no healthy warning
     # on rounds 1-13. 0 turns it off.
     steady_again_fall: float = 0.05
-    steady_again_factor: float = 3.0
-    steady_again_window_steps: int = 40
+    steady_again_factor: float = 3.0  # how many times its slowest fall since the steepest the spread must fall again
+    steady_again_window_steps: int = 40  # the window the falling-again check measures over
     # Both variance rules hold their warnings while target/fixed_batch_std_mean is in its first descent (from its
     # peak until it climbs first_descent_recovery back off its low), less than first_descent_fall below that peak
     # and at most first_descent_max_steps past it. 0 turns the hold (or the bound) off. 0.22 until round 12: on rounds
@@ -147,8 +148,8 @@ class RulesConfig:
     # inside a long shallow descent from hiding for good (tiny seed 2's descent lasted 1,160 steps; its collapse
     # from step 800 was missed at 0.3 without it). Healthy descents that ended warned none; 400-600 judge alike.
     first_descent_fall: float = 0.3
-    first_descent_recovery: float = 0.02
-    first_descent_max_steps: int = 500
+    first_descent_recovery: float = 0.02  # climb off its low that ends the fixed-batch spread's first descent
+    first_descent_max_steps: int = 500  # longest a first descent holds the variance rules, past its peak
     # ... except a fall of the per-batch spread (target/std_mean) that steady_collapse's references and
     # variance_collapse's trend both call a fall at the same reading: below where it rested (or where it was
     # steady_late_window_steps earlier) and faster than its own trend and noise allow. Round 15's `narrow` collapse of
@@ -170,8 +171,8 @@ class RulesConfig:
     # 40-70 steps judge alike, 30 misses a collapse on `shallow`, read every 33 steps: the window must span a reading.
     # A rule of the online encoder: silent on streams without the metric (rounds 1-31). 0 turns it off.
     online_lead_floor: float = 0.15
-    online_lead_fall: float = 2.25
-    online_lead_window_steps: int = 60
+    online_lead_fall: float = 2.25  # times below its recent high the online/target spread ratio must fall
+    online_lead_window_steps: int = 60  # the recent high of the online/target ratio is over this many steps
     # ... judged only from online_lead_after_warmups lr warm-ups into the run (optim.warmup_steps, from the run's
     # config; unknown without it, and then judged from the rules' warm-up). Round 33's never-tuned `heads8` (eight
     # heads, the lr ramped from 1e-5 to 9e-4 over 60 steps) showed why: its healthy online spread fell 3.1-4.8x to
@@ -191,11 +192,11 @@ class RulesConfig:
     # harmful runs (lr blow-ups) fell below 0.2 before any other rule spoke, `smallctx`'s lr x35 from 140 (seed 4)
     # to 0.04 at 147, where the loss jumped only at 168. 0 turns it off.
     predictor_collapse_fraction: float = 0.2
-    predictor_collapse_window_steps: int = 40
+    predictor_collapse_window_steps: int = 40  # the predictor spread's recent high is over this many steps
     # ema_stalled: ema/relative_param_l2 or ema/fixed_batch_distance at exactly 0 (target copies online), or target
     # statistics exactly frozen while ema/param_l2 or ema/fixed_batch_distance keeps changing (target never updated)
     ema_stalled_warmup_steps: int = 1  # at step 0 the target is a copy of the online encoder by construction
-    ema_stalled_max_distance: float = 0.0
+    ema_stalled_max_distance: float = 0.0  # a target-online distance at or below this means the target copies online
     # ... or the logged EMA momentum below this (0 turns it off): healthy JEPA, BYOL and DINO targets run at
     # 0.98-1.0 (the detection library's lowest, fastema's start, is 0.98); below a half the target is mostly the
     # online encoder of the last update
@@ -211,7 +212,7 @@ class RulesConfig:
     ema_frozen_rel_tolerance: float = 0.0  # a relative change up to this between readings counts as "unchanged"
     # ema_runaway: ema/relative_param_l2 climbing faster than its own trend, or beyond the weights' own norm
     ema_runaway_break: float = 8.0
-    ema_runaway_max_distance: float = 1.0
+    ema_runaway_max_distance: float = 1.0  # a relative weight distance above this (the weights' own norm) is a runaway
     # ... or a distance this many times its previous reading (0 turns a jump off): ema/relative_param_l2 and
     # ema/fixed_batch_distance. Chosen on rounds 1-25 (benchmarks/distance_jumps.py): healthy runs jump at most 1.8x
     # (weights) and 2.4x (features) in one reading; 231 of the 251 harmful lr blow-ups jump 3x in the weights.
@@ -221,11 +222,12 @@ class RulesConfig:
     # then 2.07x (raw 4.04x), the weights' 1.80x (the weights' distance is not divided: read 60-500 steps apart, a
     # blow-up's summed lr would hide its jump; 328 of 351 harmful lr blow-ups jump 3x raw, 311 divided).
     ema_runaway_jump_ratio: float = 3.0
+    # ... the same for the fixed-batch feature distance, divided by the lr schedule's growth
     ema_runaway_feature_jump_ratio: float = 3.0
     # false_comfort: variance and rank collapsing at once (both trend rules in their condition) while the prediction
     # still matches the target
     false_comfort_cosine: float = 0.5
-    false_comfort_patience: int = 1
+    false_comfort_patience: int = 1  # readings in a row in the condition before a warning
     # ... a warning at its first reading, critical once it has held this many readings in a row (1: critical at once).
     # Rounds 22 and 24's two critical false alarms (benign lr blow-ups) came at the last reading of their runs.
     false_comfort_critical_readings: int = 2
@@ -246,7 +248,7 @@ class RulesConfig:
     # 200 on `mse` (no gradient clipping) read 7.4x at its first reading after the onset, 40 steps before the loss
     # showed it; the healthy runs of rounds 1-10 (108) read at most 4.3x (`defaults` seed 3), the next 4.15x.
     divergence_grad_spike_factor: float = 6.0
-    divergence_loss_z: float = 6.0
+    divergence_loss_z: float = 6.0  # a loss this many noise scales above its running baseline is a spike
     divergence_loss_min_rel_scale: float = 0.02  # loss scale floor, relative to the baseline loss
     divergence_loss_patience: int = 2  # a loss spike must persist this many readings (a lone noisy batch is not one)
     # target/std_mean climbing faster than its own trend (a rising TrendBreak, the trend_* settings): healthy runs of
@@ -260,7 +262,7 @@ class RulesConfig:
     # target more slowly (15% within 30 steps, 24% within 45, at its harm step); within 45 steps the 488 healthy runs
     # of rounds 1-42 fall at most 15.7% (`predheavy` seed 54 after its warm-up), still 4 points short of the alarm.
     divergence_agreement_fall: float = 0.2
-    divergence_agreement_window_steps: int = 45
+    divergence_agreement_window_steps: int = 45  # the prediction agreement's recent high is over this many steps
     # eval_regression (jepa_core.alerts.evaluation): a kNN or probe reading below the step-0 (random-init) reading by
     # more than this many noises of a difference of two readings (sqrt(2) times one evaluation's noise, measured at
     # step 0) is critical; both below their best by as much, a warning. 0 turns it off.

@@ -1,4 +1,4 @@
-"""Datasets and the streaming input pipeline (SPEC §10). One concept per module:
+"""Datasets and the streaming input pipeline (design §10). One concept per module:
 
 - base.py: DataError, the in-memory ImageDataset, the ImageSource protocol, splits, normalisation
 - shapes.py: the built-in procedural shapes (in memory, bit-exact per seed)

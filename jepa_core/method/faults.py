@@ -1,4 +1,4 @@
-"""The failures SPEC §8 plants on purpose, kept out of the method's own code.
+"""The failures design §8 plants on purpose, kept out of the method's own code.
 
 A fault never changes how the step works; it changes what the step is given, at three explicit points:
 

@@ -1,4 +1,4 @@
-"""The gradient noise scale's readings inside a step (SPEC §6, weights_health): a backward that also measures.
+"""The gradient noise scale's readings inside a step (design §6, weights_health): a backward that also measures.
 
 The noise scale needs |g|^2 at two batch sizes. At its cadence the trainer hands `train_step` one of these
 backwards instead of the plain one; each leaves in `.grad` the gradient of the whole batch, the same as the plain

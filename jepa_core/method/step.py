@@ -122,7 +122,7 @@ def train_step(
     backward: Backward = full_batch_backward,
 ) -> StepOutput:
     """One update. `target_encoder` defaults to `model.target_encoder` (a compiled wrapper of it may be passed);
-    `timer`, when given, is marked after each phase; `faults` (SPEC §8, jepa_core.method.faults) only in the
+    `timer`, when given, is marked after each phase; `faults` (design §8, jepa_core.method.faults) only in the
     detection benchmark's planted failures; `backward` measures the gradient noise scale at its cadence
     (jepa_core.method.noise_scale) and leaves the same gradient up to rounding."""
     target_encoder = model.target_encoder if target_encoder is None else target_encoder

@@ -1,4 +1,4 @@
-"""The metric stream (SPEC §4-§6): measuring training, writing `metrics.jsonl`, reading and following it.
+"""The metric stream (design §4-§6): measuring training, writing `metrics.jsonl`, reading and following it.
 
 Owns: `registry` (every metric's group, cadence, chart placement and the rules that read it); the maths of the §6
 signals in `representation`, `masks_and_ema`, `weights_health` and `system_stats` (with `diagnostics`, what they share);

@@ -1,4 +1,4 @@
-"""Image artifacts of a run (SPEC §4 `artifacts/`): PNGs with a small metadata JSON beside each.
+"""Image artifacts of a run (design §4 `artifacts/`): PNGs with a small metadata JSON beside each.
 
 `mask_overlay_grid` draws I-JEPA block masks over their images (context one colour, targets another, patches in
 both, i.e. a mask leak, a third), `retrieval_grid` shows nearest-neighbour retrieval. Both return (H, W, 3) uint8

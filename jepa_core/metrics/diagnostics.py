@@ -1,4 +1,4 @@
-"""What every diagnostic of SPEC §6 shares: its two forms, the one read-back, and the numerics under them.
+"""What every diagnostic of design §6 shares: its two forms, the one read-back, and the numerics under them.
 
 The diagnostics themselves live by subject: `representation` (prediction agreement, spread, effective rank,
 covariance), `masks_and_ema` (mask sizes and overlap, the EMA target), `weights_health` (gradients, noise scale,

@@ -1,4 +1,4 @@
-"""Following a live metrics.jsonl (SPEC §5): each poll reads only the bytes appended since the previous one."""
+"""Following a live metrics.jsonl (design §5): each poll reads only the bytes appended since the previous one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The cadence-driven hook the trainer calls after every step (SPEC §6).
+"""The cadence-driven hook the trainer calls after every step (design §6).
 
 The trainer only ever calls ``wants_micro_grads`` / ``wants_grads`` / ``after_backward`` / ``after_step`` and logs
 what ``after_step`` returns. Metrics live in the cadence groups (``GROUPS``, named with their cadence keys by

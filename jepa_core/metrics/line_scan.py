@@ -1,4 +1,4 @@
-"""One pass over the lines of metrics.jsonl into per-line columns, events and bad lines (SPEC §5), for `reader`.
+"""One pass over the lines of metrics.jsonl into per-line columns, events and bad lines (design §5), for `reader`.
 
 Most of the cost of reading JSON rows is building a dict per row. The scan avoids that: the lines of each
 block are grouped by a cheap signature (their length in 64-byte buckets, from newline offsets found by numpy), and

@@ -1,4 +1,4 @@
-"""The diagnostics of the JEPA's own machinery (SPEC §6, the `mask_check`, `param_distance` and `fixed_batch`
+"""The diagnostics of the JEPA's own machinery (design §6, the `mask_check`, `param_distance` and `fixed_batch`
 groups): the sizes and overlap of the context and target masks, and the EMA target: its distance to the online
 encoder, in weights and in features, and that it takes no gradients.
 

@@ -1,4 +1,4 @@
-"""What each step group of the registry measures (SPEC §6): one function per group, over one `StepContext`.
+"""What each step group of the registry measures (design §6): one function per group, over one `StepContext`.
 
 `MEASURE` maps each group of ``registry.STEP_GROUPS`` to the function that measures it; `jepa_core.metrics.instrument`
 decides when a group is due, runs it and reads everything back. A function returns 0-d tensors where it can, so the

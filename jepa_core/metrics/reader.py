@@ -1,4 +1,4 @@
-"""Reading metrics.jsonl into columnar frames (SPEC §5): `read_metrics` and `MetricsTable`.
+"""Reading metrics.jsonl into columnar frames (design §5): `read_metrics` and `MetricsTable`.
 
 `read_metrics` feeds the file block by block to `jepa_core.metrics.line_scan` (the fast decode: per-line columns,
 events and bad lines), then applies the resume purge and builds the frames here.

@@ -1,4 +1,4 @@
-"""The one registry of the metrics a run logs (SPEC §6): for every name, the group that logs it (and so its cadence
+"""The one registry of the metrics a run logs (design §6): for every name, the group that logs it (and so its cadence
 key), where the workbench shows it, and which §7 rules read it.
 
 Plain data and no torch, so the workbench and the tests read it without loading the method. What reads it:
@@ -72,7 +72,7 @@ class Placement:
 
 @dataclass(frozen=True)
 class Metric:
-    name: str  # the stream key (SPEC §5: lowercase, slash-separated)
+    name: str  # the stream key (design §5: lowercase, slash-separated)
     group: str  # the Group that logs it: its cadence is that group's
     shown: tuple[Placement, ...] = ()
     read_by: tuple[str, ...] = ()  # names of the §7 rules that read it (their `watches`, default config)
@@ -100,7 +100,7 @@ def _doctor(position: int) -> Placement:
     return Placement("doctor", "", position)
 
 
-# The display groups of SPEC §6's table.
+# The display groups of design §6's table.
 _OPT, _PRED, _TARGET, _PRED_REP, _MASK, _EMA, _HEALTH, _RUNTIME, _EVAL = (
     "optimisation", "prediction", "target representation", "prediction representation", "mask", "EMA",
     "optimisation health", "runtime", "evaluation")
@@ -108,7 +108,7 @@ _TRAINER = "added by the trainer to each basic row, after the instrumentation"
 _VARIANCE = ("variance_collapse", "false_comfort")  # false_comfort reads the variance and rank rules' verdicts
 _RANK = ("rank_collapse", "false_comfort")
 
-# In SPEC §6 order: a display group's panels are drawn in this order.
+# In design §6 order: a display group's panels are drawn in this order.
 METRICS: tuple[Metric, ...] = (
     _m("loss", "basic", _panel(_OPT), _signal("divergence", 0), _doctor(0),
        read_by=("non_finite", "divergence", "eval_regression")),
@@ -204,7 +204,7 @@ METRICS: tuple[Metric, ...] = (
 
 _BY_NAME: Mapping[str, Metric] = MappingProxyType({m.name: m for m in METRICS})
 _GROUP_BY_NAME: Mapping[str, Group] = MappingProxyType({g.name: g for g in GROUPS})
-_NAME = re.compile(r"[a-z0-9_]+(/[a-z0-9_]+)*")  # SPEC §5
+_NAME = re.compile(r"[a-z0-9_]+(/[a-z0-9_]+)*")  # design §5
 
 
 def metric(name: str) -> Metric:

@@ -1,4 +1,4 @@
-"""The representation diagnostics of SPEC §6 (the `representation` and `covariance` groups): how well the
+"""The representation diagnostics of design §6 (the `representation` and `covariance` groups): how well the
 predictor matches its targets, the spread of the features, their effective rank and their correlation.
 
 Two forms per metric, as `jepa_core.metrics.diagnostics` describes.

@@ -1,4 +1,4 @@
-"""One fan-out metric logger (SPEC §5): JSONL is canonical, TensorBoard / W&B / trackio are optional mirrors.
+"""One fan-out metric logger (design §5): JSONL is canonical, TensorBoard / W&B / trackio are optional mirrors.
 
 Every sink opens its file or service lazily, on the first row it receives, so a process that never logs
 (rank != 0 under DDP) creates nothing. A mirror that raises is reported with a rate-limited warning and

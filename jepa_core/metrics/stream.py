@@ -1,4 +1,4 @@
-"""The canonical metric stream: `metrics.jsonl` (SPEC §5): row encoding, the writer and the resume purge.
+"""The canonical metric stream: `metrics.jsonl` (design §5): row encoding, the writer and the resume purge.
 
 One strict RFC 8259 JSON object per line. Non-finite floats travel as the strings "NaN", "Infinity" and
 "-Infinity" so a strict parser accepts every line and a NaN loss is never lost. Rows carry `attempt`; a resumed

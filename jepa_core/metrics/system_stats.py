@@ -1,4 +1,4 @@
-"""System figures for the `basic` group (SPEC §6): CUDA allocator memory, and this process's CPU use and RSS.
+"""System figures for the `basic` group (design §6): CUDA allocator memory, and this process's CPU use and RSS.
 
 Host-side counters only: nothing here touches a tensor or syncs a device.
 """

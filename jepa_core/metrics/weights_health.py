@@ -1,4 +1,4 @@
-"""Optimisation and weights health (SPEC §6, the `weights_health` group): the gradient's direction from step to
+"""Optimisation and weights health (design §6, the `weights_health` group): the gradient's direction from step to
 step, the gradient noise scale, the stable rank of the weight matrices, their drift from initialisation and the
 relative size of one optimiser step.
 

@@ -1,4 +1,4 @@
-"""Live control of a running trainer through `<run_dir>/control.json` (SPEC §9: cadence sliders, Stop).
+"""Live control of a running trainer through `<run_dir>/control.json` (design §9: cadence sliders, Stop).
 
 The notebook calls `write_control(run_dir, basic_every_steps=5)`; the file is validated first and replaced
 atomically, so the trainer never reads half a file. The trainer calls `ControlWatcher.poll()` once per step:

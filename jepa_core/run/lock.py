@@ -1,4 +1,4 @@
-"""One writer per run directory (SPEC §4): an OS-level lock on `<run>/.lock`, held for the life of a trainer.
+"""One writer per run directory (design §4): an OS-level lock on `<run>/.lock`, held for the life of a trainer.
 
 `flock` is released by the kernel when its holder dies however it dies, so a lock left by a killed process is free
 again by construction; the file's content (pid, host, start time, command) only serves to name the holder in the

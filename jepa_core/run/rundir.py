@@ -1,4 +1,4 @@
-"""The run directory of SPEC §4: config.toml, meta.json, metrics.jsonl, checkpoints/, tensorboard/, artifacts/.
+"""The run directory of design §4: config.toml, meta.json, metrics.jsonl, checkpoints/, tensorboard/, artifacts/.
 
 meta.json is a convenience for readers, never the source of truth for the writer: the attempt number comes from
 the stream (see `next_attempt`) and a missing or malformed meta.json is rewritten, not trusted.

@@ -1,4 +1,4 @@
-"""One run-status vocabulary (SPEC §4), defined here and shown verbatim everywhere.
+"""One run-status vocabulary (design §4), defined here and shown verbatim everywhere.
 
 The trainer writes one of these words into meta.json; the monitor, the report, the train notebook and doctor read
 it back through `run_status` (meta's word, except that a live claim whose writer is gone reads "crashed") and never

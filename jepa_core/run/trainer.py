@@ -4,7 +4,7 @@ Read top to bottom: `Trainer.__init__` sets everything up (every error is raised
 `Trainer.run` loops `Trainer.step_once`. The headless entry point is `jepa_core.train` (`jepa train`, `torchrun -m
 jepa_core.train`). Schedules and batches are pure functions of the step, so resume needs no replay. Batches come
 from `jepa_core.data` (DataLoader workers decode, crop and mask them ahead of the step); this process only moves
-them to the device. Faults (SPEC §8) enter only through `jepa_core.method.faults`.
+them to the device. Faults (design §8) enter only through `jepa_core.method.faults`.
 
 Longer than the ~350-line guide, on purpose: every method here reads and changes one run's state (model, optimizer,
 stream, rules, lock, step), and each is short; split into modules, that state would be passed around instead.

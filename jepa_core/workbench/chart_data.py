@@ -1,4 +1,4 @@
-"""What the notebooks' charts plot, as data (SPEC §6, §7, §9): no drawing here, so all of it is unit-tested.
+"""What the notebooks' charts plot, as data (design §6, §7, §9): no drawing here, so all of it is unit-tested.
 
 Which metrics each view plots (the §6 groups, the §7 early-warning signals, evaluation, throughput) is
 jepa_core.metrics.registry's; this module turns a MetricsTable into what a chart embeds: TensorBoard's debiased EMA
@@ -31,7 +31,7 @@ METRIC_GROUPS: dict[str, tuple[str, ...]] = {panel: registry.shown_in("group", p
                                              for panel in registry.panels("group")}
 EVAL_METRICS = registry.shown_in("eval")
 THROUGHPUT_METRICS = registry.shown_in("throughput")
-# The alert table shows the stream's alert columns (SPEC §5) with the severity first and without the attempt.
+# The alert table shows the stream's alert columns (design §5) with the severity first and without the attempt.
 ALERT_TABLE_COLUMNS = ("step", "severity", *(c for c in ALERT_COLUMNS if c not in ("step", "attempt", "severity")))
 
 

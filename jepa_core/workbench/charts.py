@@ -1,4 +1,4 @@
-"""Altair charts of the metric stream for the notebooks (SPEC §6, §7, §9): one builder per view.
+"""Altair charts of the metric stream for the notebooks (design §6, §7, §9): one builder per view.
 
 Each builder draws frames shaped by jepa_core.workbench.chart_data (which metric goes in which chart is
 jepa_core.metrics.registry's), so every dataset it embeds is bounded (``ROWS_PER_DATASET``) and no chart trips

@@ -1,4 +1,4 @@
-"""`jepa doctor RUN`: a health verdict for one run from its metric stream (SPEC §3, §7).
+"""`jepa doctor RUN`: a health verdict for one run from its metric stream (design §3, §7).
 
 Alerts are the alert rows training already wrote, merged with a fresh evaluation of the rules over the metric rows
 (deduplicated by (rule, step, severity)), so a run recorded with old thresholds, or with rules off, is still judged today.

@@ -1,4 +1,4 @@
-"""Finding run directories (SPEC §4) and summarising them for the notebooks and reports.
+"""Finding run directories (design §4) and summarising them for the notebooks and reports.
 
 Discovery is cheap on purpose: it reads meta.json and only the tail of metrics.jsonl, so listing a
 folder of long runs costs the same as listing short ones. Status words are jepa_core.run.status's,
