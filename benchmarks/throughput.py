@@ -23,6 +23,7 @@ compilation a user waits for) and any graph still built inside the timed window 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import resource
 import statistics
 import sys
@@ -35,10 +36,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from jepa_core.config import preset
 from jepa_core.data import normalize_images
-from jepa_core.method.faults import HEALTHY
 from jepa_core.method.masks import MaskBatch
 from jepa_core.method.runtime import compiled_graph_count
-from jepa_core.method.step import _forward_loss
+from jepa_core.method.step import jepa_loss
 from jepa_core.run.trainer import Trainer
 
 NEVER = 10**9
@@ -66,14 +66,13 @@ def flops_per_step(trainer: Trainer, first_step: int, count: int) -> float:
     """Mean FLOPs of the loss's forward + backward over `count` batches from `first_step` on (not trained on)."""
     totals = []
     settings = trainer.settings(first_step)
+    plain = dataclasses.replace(trainer.state, online=trainer.online, target_encoder=trainer.model.target_encoder)
     for step in range(first_step, first_step + count):
         images, masks = trainer.batch(step)
         images = normalize_images(images.to(trainer.device))
         masks = MaskBatch(masks.context_idx.to(trainer.device), masks.target_idx.to(trainer.device))
         with FlopCounterMode(display=False) as counter:
-            with trainer.autocast():
-                objective, *_ = _forward_loss(trainer.online, trainer.model.target_encoder, images, masks, settings,
-                                              HEALTHY)
+            objective, *_ = jepa_loss(plain, images, masks, settings)
             objective.backward()
         trainer.optimizer.zero_grad(set_to_none=True)
         totals.append(counter.get_total_flops())

@@ -46,12 +46,7 @@ from jepa_core.method.runtime import (
     resolve_device,
     set_thread_count,
 )
-from jepa_core.method.step import (
-    OnlineNetwork,
-    StepSettings,
-    build_optimizer,
-    train_step,
-)
+from jepa_core.method.step import OnlineNetwork, StepSettings, TrainState, build_optimizer, train_step
 from jepa_core.run.evaluation import EVAL_BATCH_SIZE, heldout_features
 from jepa_core.train import add_config_arguments, config_from_args
 
@@ -174,14 +169,15 @@ def check_steps(cfg: Config, model: JEPA, batches: list[Batch], steps: int, warm
     if cfg.runtime.compile:
         online, target = compile_module(online), compile_module(target)
     o = cfg.optim
-    settings = StepSettings(lr=o.lr, wd=o.weight_decay, ema_tau=cfg.ema.start, loss=o.loss, grad_clip=o.grad_clip)
+    state = TrainState(model, optimizer, online, target, o.batch_size,
+                       autocast=lambda: autocast_for(device, cfg.runtime.precision))
 
     def one(i: int) -> None:
         batch = batches[i % len(batches)]
         images = normalize_images(batch.images.to(device, non_blocking=True))
         masks = MaskBatch(batch.masks.context_idx.to(device), batch.masks.target_idx.to(device))
-        train_step(i + 1, online, model, optimizer, images, masks, settings, o.batch_size,
-                   autocast=lambda: autocast_for(device, cfg.runtime.precision), target_encoder=target)
+        train_step(images, masks, state, StepSettings(step=i + 1, lr=o.lr, wd=o.weight_decay, ema_tau=cfg.ema.start,
+                                                      loss=o.loss, grad_clip=o.grad_clip))
 
     try:
         for i in range(warmup):  # allocator warm-up, cuDNN/compile choices: not part of the rate

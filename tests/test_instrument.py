@@ -10,11 +10,11 @@ import torch
 
 from jepa_core.config import ModelConfig
 
-from jepa_core.method.noise_scale import backward_for
 from jepa_core.config import DiagnosticsConfig
 from jepa_core.method.ema import ema_update_
 from jepa_core.metrics.instrument import CADENCE_KEYS, Instrumentation
 from jepa_core.method.model import JEPA
+from step_util import InstrumentedHooks
 
 B, K, NT, NC = 4, 2, 3, 8  # batch, target blocks, tokens per block, context tokens
 
@@ -201,18 +201,15 @@ def test_with_the_real_training_step() -> None:
     from jepa_core.method.masks import MaskSampler
 
     model = tiny_jepa()
-    online = step_mod.OnlineNetwork(model)
-    optimizer = step_mod.build_optimizer(model, (0.9, 0.95))
+    state = step_mod.TrainState.plain(model, step_mod.build_optimizer(model, (0.9, 0.95)), batch_size=8)
     sampler = MaskSampler(4, 4, num_targets=2, target_scale=(0.15, 0.2), min_keep=2)
     inst = Instrumentation(model, cadences(**{k: 1 for k in CADENCE_KEYS}), total_steps=3, device="cpu")
     gen = torch.Generator().manual_seed(0)
     for step in (1, 2, 3):
         images = torch.randn(8, 3, 16, 16, generator=gen)
         masks = sampler.sample(8, gen)
-        settings = step_mod.StepSettings(lr=1e-3, wd=0.04, ema_tau=0.99)
-        hook = (lambda s=step: inst.after_backward(s, model)) if inst.wants_grads(step) else None
-        out = step_mod.train_step(step, online, model, optimizer, images, masks, settings, 8, after_backward=hook,
-                                  backward=backward_for(inst.wants_micro_grads(step), 2, online, distributed=False))
+        settings = step_mod.StepSettings(step=step, lr=1e-3, wd=0.04, ema_tau=0.99)
+        out = step_mod.train_step(images, masks, state, settings, InstrumentedHooks(inst, step, model, state.online))
         metrics = inst.after_step(out, model, 0.1, 0.0)
     # health/gns is reported only once its smoothed estimates are positive, which 3 noisy steps may not reach.
     assert set(metrics) - {"health/gns"} == set().union(*GROUP_KEYS.values()) - {"health/gns"}

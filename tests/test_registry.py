@@ -16,7 +16,6 @@ import torch
 
 from jepa_core.config import ModelConfig
 
-from jepa_core.method.noise_scale import backward_for
 from jepa_core.alerts.base import Alert
 from jepa_core.alerts.rules import build_rules
 from jepa_core.common import console
@@ -31,6 +30,7 @@ from jepa_core.metrics.instrument import Instrumentation
 from jepa_core.metrics.stream import ALERT_COLUMNS
 from jepa_core.run.control import ControlError, validate_control
 from jepa_core.workbench import charts, doctor
+from step_util import InstrumentedHooks
 
 REPO = Path(__file__).resolve().parent.parent
 NAMES = {m.name for m in registry.METRICS}
@@ -45,8 +45,7 @@ def test_a_real_training_step_emits_each_due_group_exactly_as_registered() -> No
     torch.manual_seed(0)
     model = JEPA(ModelConfig(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=1, num_heads=2, mlp_ratio=2.0,
                  pred_dim=16, pred_depth=1, pred_num_heads=2))
-    online = step_mod.OnlineNetwork(model)
-    optimizer = step_mod.build_optimizer(model, (0.9, 0.95))
+    state = step_mod.TrainState.plain(model, step_mod.build_optimizer(model, (0.9, 0.95)), batch_size=8)
     sampler = MaskSampler(4, 4, num_targets=2, target_scale=(0.15, 0.2), min_keep=2)
     # Different cadences, so a step where only some groups are due shows which group each metric belongs to.
     cadences = DiagnosticsConfig(basic_every_steps=1, representation_every_steps=2, fixed_batch_every_steps=4,
@@ -57,12 +56,10 @@ def test_a_real_training_step_emits_each_due_group_exactly_as_registered() -> No
     gen = torch.Generator().manual_seed(0)
     for step in range(1, 7):
         images = torch.randn(8, 3, 16, 16, generator=gen)
-        settings = step_mod.StepSettings(lr=1e-3, wd=0.04, ema_tau=0.99)
-        hook = (lambda s=step: inst.after_backward(s, model)) if inst.wants_grads(step) else None
+        settings = step_mod.StepSettings(step=step, lr=1e-3, wd=0.04, ema_tau=0.99)
         timer = PhaseTimer(torch.device("cpu"))
-        out = step_mod.train_step(step, online, model, optimizer, images, sampler.sample(8, gen), settings, 8,
-                                  after_backward=hook, timer=timer, backward=backward_for(
-                                      inst.wants_micro_grads(step), 2, online, distributed=False))
+        out = step_mod.train_step(images, sampler.sample(8, gen), state, settings,
+                                  InstrumentedHooks(inst, step, model, state.online, timer))
         due = inst.due_groups(step)
         metrics = inst.after_step(out, model, 0.1, 0.0)
         assert set(metrics) <= NAMES, f"step {step}: unregistered {sorted(set(metrics) - NAMES)}"
@@ -74,9 +71,10 @@ def test_a_real_training_step_emits_each_due_group_exactly_as_registered() -> No
 
 
 def test_what_the_trainer_and_the_evaluation_add_is_registered() -> None:
-    # The trainer adds a few names to the instrumentation's row itself (run/trainer.py may not import the registry
-    # for this test's sake, so its source is read).
-    trainer = (REPO / "jepa_core" / "run" / "trainer.py").read_text(encoding="utf-8")
+    # The trainer adds a few names to the instrumentation's row itself (run/trainer.py and its step hooks may not
+    # import the registry for this test's sake, so their source is read).
+    trainer = "".join((REPO / "jepa_core" / "run" / name).read_text(encoding="utf-8")
+                      for name in ("trainer.py", "step_hooks.py"))
     added = set(re.findall(r'metrics\["([^"]+)"\]\s*=', trainer))
     assert added and added <= NAMES
     assert {registry.metric(k).group for k in added} == {"basic"}

@@ -1,14 +1,16 @@
-"""One I-JEPA training step: the hot path.
+"""One I-JEPA training step: the hot path, on one screen.
 
-Context encoder on the visible patches, target encoder on the whole image (no grad, layer-normed), predictor at the
+Target encoder on the whole image (no grad, layer-normed), context encoder on the visible patches, predictor at the
 target positions, regression loss, backward, grad norm before clipping, AdamW step, EMA update of the target.
+`train_step` takes the batch, the state (`TrainState`) and the settings in force (`StepSettings`); whatever a loop
+adds around the method (phase timing, gradient diagnostics, the noise-scale backward, design §8's planted faults)
+plugs in at the fixed points of a `StepHooks`, whose base is the plain method.
 The step reads one boolean back from the device, on purpose: whether the loss and the gradient norm are finite. A
 non-finite gradient would poison every weight and both Adam moments, so that update is not taken (as AMP's
 GradScaler skips one) and the caller learns it from `StepOutput.finite`; the weights stay the last finite state.
 Everything else stays on the device: the diagnostics read the returned detached tensors at their cadence.
-On CUDA the optimizer is fused AdamW (one kernel per parameter group), and with `runtime.compile` the trainer passes
-torch.compile'd modules as `online` and `target_encoder` (they share the parameters of `model`). A `PhaseTimer`,
-passed at the logging cadence only, marks forward+backward, optimizer and EMA (CUDA events: no extra sync).
+On CUDA the optimizer is fused AdamW (one kernel per parameter group), and with `runtime.compile` the trainer puts
+torch.compile'd modules in the state's `online` and `target_encoder` (they share the parameters of `model`).
 """
 
 from __future__ import annotations
@@ -25,33 +27,13 @@ from jepa_core.method.ema import ema_update_
 from jepa_core.method.faults import HEALTHY, StepFaults
 from jepa_core.method.masks import MaskBatch
 from jepa_core.method.model import JEPA, select_targets
-from jepa_core.method.noise_scale import Backward, full_batch_backward
-from jepa_core.method.runtime import PhaseTimer
-
-
-@dataclass
-class StepOutput:
-    step: int
-    batch_size: int  # global batch
-    loss: torch.Tensor  # scalar, detached
-    grad_norm: torch.Tensor  # scalar, before clipping
-    lr: float
-    wd: float
-    ema_tau: float
-    context_idx: torch.Tensor  # [B, Nc]
-    target_idx: torch.Tensor  # [B, K, Nt]
-    pred: torch.Tensor  # [B*K, Nt, D] predictor output, detached
-    target: torch.Tensor  # [B*K, Nt, D] layer-normed target features, detached
-    target_tokens: torch.Tensor  # [B, N, D] raw target-encoder output for the whole image, detached
-    micro_grad_sq_norms: list[float] | None = None  # per micro-batch (or per rank) |g|^2, for the noise scale
-    micro_batch_size: int | None = None
-    finite: bool = True  # False: loss or gradient non-finite, the update was not applied
-
+from jepa_core.method.noise_scale import Backward, BackwardResult, full_batch_backward
 
 @dataclass
 class StepSettings:
-    """What the loop decides for this step; plain values, so the step itself stays a pure function of them."""
+    """What the loop decides for one update; plain values, so the step itself stays a pure function of them."""
 
+    step: int  # the update's number, counted from 1: its metrics row is logged at this step
     lr: float
     wd: float
     ema_tau: float
@@ -72,6 +54,70 @@ class OnlineNetwork(nn.Module):
         return self.predictor(z, context_idx, target_idx), z
 
 
+@dataclass
+class TrainState:
+    """What an update reads and changes. `model` holds the modules that checkpoints and diagnostics read;
+    `online` (context encoder + predictor) and `target_encoder` are what the step calls: the model's own, or a
+    DDP or torch.compile wrapper sharing their parameters."""
+
+    model: JEPA
+    optimizer: torch.optim.Optimizer
+    online: nn.Module
+    target_encoder: nn.Module
+    global_batch_size: int  # every rank's images together: what the diagnostics' per-sample figures divide by
+    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+
+    @classmethod
+    def plain(cls, model: JEPA, optimizer: torch.optim.Optimizer, batch_size: int) -> TrainState:
+        """One process, no wrapper, full precision."""
+        return cls(model, optimizer, OnlineNetwork(model), model.target_encoder, batch_size)
+
+
+@dataclass
+class StepHooks:
+    """The fixed points of one update where a loop's extras plug in. This base is the plain method: no fault, the
+    full-batch backward, nothing read or timed. The trainer's (`jepa_core.run.step_hooks.TrainerHooks`) time the
+    phases, read the gradient before clipping and measure the noise scale here; `faults` plants design §8's."""
+
+    faults: StepFaults = HEALTHY
+    backward: Backward = full_batch_backward  # or one that also measures the gradient noise scale
+
+    def after_backward(self) -> None:
+        """This update's gradients are in `.grad`, not yet clipped."""
+
+    def mark(self, phase: str) -> None:
+        """Phase `phase` ("optimizer", "ema") of the update has just ended."""
+
+
+PLAIN = StepHooks()
+
+
+@dataclass
+class StepOutput:
+    step: int
+    batch_size: int  # global batch
+    loss: torch.Tensor  # scalar, detached
+    grad_norm: torch.Tensor  # scalar, before clipping
+    lr: float
+    wd: float
+    ema_tau: float
+    context_idx: torch.Tensor  # [B, Nc]
+    target_idx: torch.Tensor  # [B, K, Nt]
+    pred: torch.Tensor  # [B*K, Nt, D] predictor output, detached
+    target: torch.Tensor  # [B*K, Nt, D] layer-normed target features, detached
+    target_tokens: torch.Tensor  # [B, N, D] raw target-encoder output for the whole image, detached
+    micro_grad_sq_norms: list[float] | None = None  # per micro-batch (or per rank) |g|^2, for the noise scale
+    micro_batch_size: int | None = None
+    finite: bool = True  # False: loss or gradient non-finite, the update was not applied
+
+    @classmethod
+    def of(cls, s: StepSettings, state: TrainState, masks: MaskBatch, result: BackwardResult,
+           grad_norm: torch.Tensor, finite: bool) -> StepOutput:
+        return cls(s.step, state.global_batch_size, result.loss, grad_norm.detach(), s.lr, s.wd, s.ema_tau,
+                   masks.context_idx, masks.target_idx, result.pred.detach(), result.target.detach(),
+                   result.tokens.detach(), result.small_batch_sq_norms, result.small_batch_size, finite)
+
+
 def target_features(target_encoder: nn.Module, images: torch.Tensor, track_grad: bool,
                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """(raw target-encoder tokens, their parameter-free layer norm): the loss regresses the latter; diagnostics
@@ -87,15 +133,42 @@ def regression_loss(pred: torch.Tensor, target: torch.Tensor, kind: str) -> torc
     return F.smooth_l1_loss(pred, target)
 
 
-def _forward_loss(online: nn.Module, target_encoder: nn.Module, images: torch.Tensor, masks: MaskBatch,
-                  s: StepSettings, faults: StepFaults):
-    """(objective to differentiate, regression loss to log, pred, target, target tokens): one tensor twice unless a
-    fault adds to the objective (it never reaches the logged loss)."""
-    tokens, normed = target_features(target_encoder, images, track_grad=faults.target_gradients)
-    target = select_targets(normed, masks.target_idx)
-    pred, z = online(images, masks.context_idx, masks.target_idx)
-    loss = regression_loss(pred.float(), target.float(), s.loss)
-    return faults.objective(loss, z), loss, pred, target, tokens
+def jepa_loss(state: TrainState, images: torch.Tensor, masks: MaskBatch, s: StepSettings,
+              faults: StepFaults = HEALTHY):
+    """The JEPA objective on one batch: (what is differentiated, the regression loss a user watches, pred, target,
+    raw target tokens). They are one tensor twice unless a collapse fault adds its term to the first."""
+    with state.autocast():
+        tokens, normed = target_features(state.target_encoder, images, track_grad=faults.target_gradients)
+        target = select_targets(normed, masks.target_idx)  # [B*K, Nt, D]: what the predictor must produce
+        pred, z = state.online(images, masks.context_idx, masks.target_idx)
+        loss = regression_loss(pred.float(), target.float(), s.loss)
+        return faults.objective(loss, z), loss, pred, target, tokens
+
+
+def train_step(images: torch.Tensor, masks: MaskBatch, state: TrainState, s: StepSettings,
+               hooks: StepHooks = PLAIN) -> StepOutput:
+    """One update of `state` on the batch (`images`, `masks`) with the settings in force."""
+    faults = hooks.faults
+    optimizer = state.optimizer
+    _set_hyperparameters(optimizer, s.lr, s.wd)
+    faults.prepare(state.model)
+    # Only parameters that train now: before that fault begins, its target parameters sit idle in the optimizer.
+    params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
+    optimizer.zero_grad(set_to_none=True)
+    # The backward calls the objective, once or (measuring the noise scale) once per micro-batch.
+    result = hooks.backward(lambda imgs, m: jepa_loss(state, imgs, m, s, faults), images, masks, params)
+    hooks.after_backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, s.grad_clip if s.grad_clip > 0 else float("inf"))
+    # Under DDP a rank's non-finite loss makes the all-reduced gradient, hence every rank's norm, non-finite too:
+    # every rank takes the same decision at the same step.
+    finite = bool(torch.isfinite(result.loss).logical_and(torch.isfinite(grad_norm)))
+    if finite:
+        optimizer.step()
+    hooks.mark("optimizer")
+    if finite and faults.update_target:
+        ema_update_(state.model.target_encoder, state.model.context_encoder, s.ema_tau)
+    hooks.mark("ema")
+    return StepOutput.of(s, state, masks, result, grad_norm, finite)
 
 
 def _set_hyperparameters(optimizer: torch.optim.Optimizer, lr: float, wd: float) -> None:
@@ -103,77 +176,6 @@ def _set_hyperparameters(optimizer: torch.optim.Optimizer, lr: float, wd: float)
         group["lr"] = lr
         # Norms, biases and position-free scalars keep weight decay off (their group starts at 0).
         group["weight_decay"] = wd if group.get("decay", True) else 0.0
-
-
-def train_step(
-    step: int,
-    online: nn.Module,
-    model: JEPA,
-    optimizer: torch.optim.Optimizer,
-    images: torch.Tensor,
-    masks: MaskBatch,
-    s: StepSettings,
-    global_batch_size: int,
-    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
-    after_backward: Callable[[], None] | None = None,
-    target_encoder: nn.Module | None = None,
-    timer: PhaseTimer | None = None,
-    faults: StepFaults = HEALTHY,
-    backward: Backward = full_batch_backward,
-) -> StepOutput:
-    """One update. `target_encoder` defaults to `model.target_encoder` (a compiled wrapper of it may be passed);
-    `timer`, when given, is marked after each phase; `faults` (design §8, jepa_core.method.faults) only in the
-    detection benchmark's planted failures; `backward` measures the gradient noise scale at its cadence
-    (jepa_core.method.noise_scale) and leaves the same gradient up to rounding."""
-    target_encoder = model.target_encoder if target_encoder is None else target_encoder
-    _set_hyperparameters(optimizer, s.lr, s.wd)
-    faults.prepare(model)
-    # Only parameters that train now: before that fault begins, its target parameters sit idle in the optimizer.
-    params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
-    optimizer.zero_grad(set_to_none=True)
-
-    def forward(imgs: torch.Tensor, m: MaskBatch):
-        with autocast():
-            return _forward_loss(online, target_encoder, imgs, m, s, faults)
-
-    result = backward(forward, images, masks, params)
-    if timer is not None:
-        timer.mark("forward_backward")
-    if after_backward is not None:
-        after_backward()
-        if timer is not None:
-            timer.mark("diagnostics")
-    max_norm = s.grad_clip if s.grad_clip > 0 else float("inf")
-    grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-    # Under DDP a rank's non-finite loss makes the all-reduced gradient, hence every rank's norm, non-finite too:
-    # every rank takes the same decision at the same step.
-    loss = result.loss
-    finite = bool(torch.isfinite(loss).logical_and(torch.isfinite(grad_norm)))
-    if finite:
-        optimizer.step()
-    if timer is not None:
-        timer.mark("optimizer")
-    if finite and faults.update_target:
-        ema_update_(model.target_encoder, model.context_encoder, s.ema_tau)
-    if timer is not None:
-        timer.mark("ema")
-    return StepOutput(
-        step=step,
-        batch_size=global_batch_size,
-        loss=loss,
-        grad_norm=grad_norm.detach(),
-        lr=s.lr,
-        wd=s.wd,
-        ema_tau=s.ema_tau,
-        context_idx=masks.context_idx,
-        target_idx=masks.target_idx,
-        pred=result.pred.detach(),
-        target=result.target.detach(),
-        target_tokens=result.tokens.detach(),
-        micro_grad_sq_norms=result.small_batch_sq_norms,
-        micro_batch_size=result.small_batch_size,
-        finite=finite,
-    )
 
 
 def build_optimizer(model: JEPA, betas: tuple[float, float], extra_params: list[nn.Parameter] = (),

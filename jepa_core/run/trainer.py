@@ -28,36 +28,14 @@ from jepa_core.alerts.windows import rewind_reserve, rewind_step_before, rule_wi
 from jepa_core.common.atomic import remove_stale_temp_files
 from jepa_core.common.console import format_console_line, terminal_safe
 from jepa_core.config import CADENCE_KEYS, Config, DiagnosticsConfig, config_to_dict
-from jepa_core.data import (
-    Batch,
-    ImageDataset,
-    datasets_for,
-    epoch_of_step,
-    normalize_images,
-    train_feed_for,
-)
+from jepa_core.data import ImageDataset, datasets_for, train_feed_for
 from jepa_core.method.ema import ema_momentum
+from jepa_core.method.faults import faulty_settings
 from jepa_core.method.masks import MaskBatch
-from jepa_core.method.faults import faulty_settings, step_faults
 from jepa_core.method.model import build_jepa
-from jepa_core.method.noise_scale import backward_for
-from jepa_core.method.runtime import (
-    CompileWarmup,
-    PhaseTimer,
-    StepProfiler,
-    autocast_for,
-    compile_module,
-    phase_metrics,
-    resolve_device,
-)
+from jepa_core.method.runtime import StepProfiler, autocast_for, compile_module, resolve_device
 from jepa_core.method.schedules import LrSchedule, cosine_schedule
-from jepa_core.method.step import (
-    OnlineNetwork,
-    StepOutput,
-    StepSettings,
-    build_optimizer,
-    train_step,
-)
+from jepa_core.method.step import OnlineNetwork, StepSettings, TrainState, build_optimizer, train_step
 from jepa_core.metrics.instrument import Instrumentation
 from jepa_core.metrics.sinks import (
     JsonlSink,
@@ -89,11 +67,11 @@ from jepa_core.run.lock import RunLock
 from jepa_core.run.rundir import (RunPaths, create_run, next_attempt, record_kept_checkpoints,
                                   refuse_planted_links, refuse_taken_run, refuse_unwritable, set_status, start_meta)
 from jepa_core.run.signals import GracefulStop
+from jepa_core.run.step_hooks import TrainerHooks
 from jepa_core.run.validation import validate_config
 
 MetricsCallback = Callable[[int, dict], None]
 CONTROL_SYNC_EVERY = 10  # under DDP, rank 0 shares control-file changes and stop decisions this often
-SKIP_WARNINGS = 20  # unreadable images named one by one on stderr; after that only counted (data/skipped_images)
 
 
 class Trainer:
@@ -118,8 +96,6 @@ class Trainer:
         # This rank's batches, read by cfg.data.num_workers processes once the first one is asked for.
         self.feed = train_feed_for(cfg, self.train_set, self.dist.rank, self.dist.world_size,
                                    pin_memory=self.device.type == "cuda")
-        self.streamed = not isinstance(self.train_set, ImageDataset)
-        self.skipped_images = 0  # unreadable images replaced in the batches trained on so far (this rank)
 
         self.model = build_jepa(cfg.model, cfg.runtime.seed).to(self.device)
         extra = []
@@ -135,9 +111,15 @@ class Trainer:
         self.step_online, self.step_target = self.online, self.model.target_encoder
         if cfg.runtime.compile:
             self.step_online, self.step_target = compile_module(self.online), compile_module(self.model.target_encoder)
-        self.compile_warmup = CompileWarmup(cfg.runtime.compile, cfg.optim.steps)
+        self.state = TrainState(self.model, self.optimizer, self.step_online, self.step_target,
+                                global_batch_size=cfg.optim.batch_size, autocast=self.autocast)
         self.instrumentation = Instrumentation(self.model, cfg.diagnostics, cfg.optim.steps, self.device,
                                                self.dist.world_size)
+        # Everything the step's loop adds around the method: timing, gradient reads, faults, trace, mask overlay.
+        self.hooks = TrainerHooks(cfg, self.state, self.instrumentation, self.device, self.dist.enabled,
+                                  train_size=len(self.train_set),
+                                  streamed=not isinstance(self.train_set, ImageDataset),
+                                  say=self._say_on_stderr if self.dist.is_main else None)
         # One lr schedule: the one the steps train with is the one the rules judge distances against.
         self.lr_schedule = LrSchedule.of(cfg.optim)
         labelled = int((self.heldout.labels >= 0).sum())
@@ -151,10 +133,6 @@ class Trainer:
         self.stop_requested = False  # set by the control file ("stop": true) or a stop signal
         self._stop_event: threading.Event | GracefulStop | None = None  # run()'s stop_event, read at control sync
         self.on_metrics: MetricsCallback | None = None
-        self.profiler: StepProfiler | None = None
-        # (uint8 images, masks) of the last batch, replaced as one tuple so that a reader on another thread (the
-        # notebook's mask overlay) never pairs one step's images with another step's masks.
-        self.last_batch: tuple[torch.Tensor, MaskBatch] | None = None
         self.phase = "ready"  # what the trainer is doing now, in words, for the workbench's progress line
 
         # Everything that can fail on bad input has run: only now touch the disk.
@@ -167,7 +145,7 @@ class Trainer:
             raise
         self.logger = self._build_logger()
         if profile_steps is not None and self.dist.is_main:
-            self.profiler = StepProfiler(*profile_steps, self.paths.root / "traces", self.device)
+            self.hooks.profiler = StepProfiler(*profile_steps, self.paths.root / "traces", self.device)
         if self.dist.is_main and self._stale_stop_request():
             write_control(self.paths.root, stop=False)  # a stop asked of an earlier attempt must not end this one
         self.control = ControlWatcher(self.paths.root) if self.dist.is_main else None
@@ -227,7 +205,7 @@ class Trainer:
         for group in self.optimizer.param_groups:  # a rewind may change them; the saved groups carry the old ones
             group["betas"] = (self.cfg.optim.beta1, self.cfg.optim.beta2)
         self.instrumentation.load_state_dict(state.get("instrumentation", {}))
-        self.skipped_images = int(state.get("data", {}).get("skipped_images", 0))
+        self.hooks.skipped_images = int(state.get("data", {}).get("skipped_images", 0))
         initial, why = load_initial_weights(paths.checkpoints)
         if initial is None:  # only the drift diagnostic needs it: say so, and measure drift from here on
             if self.dist.is_main:
@@ -273,90 +251,48 @@ class Trainer:
         """Everything the step needs, as a pure function of the step index (0-based: the update being made)."""
         o, total = self.cfg.optim, self.cfg.optim.steps
         healthy = StepSettings(
-            lr=self.lr_schedule.at(step),
+            step=step + 1, lr=self.lr_schedule.at(step),
             wd=cosine_schedule(step, total, o.weight_decay, o.final_weight_decay),
             ema_tau=ema_momentum(step, total, self.cfg.ema.start, self.cfg.ema.end, self.cfg.ema.schedule),
             loss=o.loss, grad_clip=o.grad_clip)
         return faulty_settings(self.cfg.faults, step, healthy)
 
+    @property
+    def last_batch(self) -> tuple[torch.Tensor, MaskBatch] | None:
+        """(uint8 images, masks) of the last batch trained on: the notebook's mask overlay."""
+        return self.hooks.last_batch
+
     def batch(self, step: int) -> tuple[torch.Tensor, MaskBatch]:
         """This rank's (uint8 images, masks) of `step`: a pure function of (seed, step, rank), fault included."""
         batch = self.feed.get(step)
-        self.last_batch = (batch.images, batch.masks)
+        self.hooks.last_batch = (batch.images, batch.masks)
         return batch.images, batch.masks
-
-    def _count_skipped(self, batch: Batch) -> None:
-        """An unreadable image never ends a run: it was replaced in the batch; here it is counted and named."""
-        for what, why in batch.skipped:
-            self.skipped_images += 1
-            if self.dist.is_main and self.skipped_images <= SKIP_WARNINGS:
-                more = " (further ones are only counted, in data/skipped_images)" \
-                    if self.skipped_images == SKIP_WARNINGS else ""
-                self._say_on_stderr(f"warning: step {batch.step + 1}: skipped unreadable image {what}: {why}; "
-                                    f"{self.skipped_images} skipped so far{more}")
 
     # ---------------------------------------------------------------------------------------------------- steps
     def autocast(self) -> contextlib.AbstractContextManager:
         return autocast_for(self.device, self.cfg.runtime.precision)
 
     def step_once(self) -> dict[str, float]:
-        """Run one optimisation step and everything due at it; returns the metrics logged for it."""
-        t0 = time.perf_counter()
-        s = self.step  # 0-based index of this update; rows are logged at step s + 1
-        if self.profiler is not None:
-            self.profiler.step_begins(s + 1)
-        with self._region("data"):  # the wait for the next batch, and its (asynchronous) copy to the device
-            batch = self.feed.get(s)
-            self.last_batch = (batch.images, batch.masks)
-            images = normalize_images(batch.images.to(self.device, non_blocking=True))
-            masks = MaskBatch(batch.masks.context_idx.to(self.device, non_blocking=True),
-                              batch.masks.target_idx.to(self.device, non_blocking=True))
-        if batch.skipped:
-            self._count_skipped(batch)
-        t_data = time.perf_counter() - t0
-        settings = self.settings(s)
-        wants_grads = self.instrumentation.wants_grads(s + 1)
-        # Phases are timed at the logging cadence only (CUDA events cost nothing, but reading them waits).
-        timer = PhaseTimer(self.device) if (s + 1) % self.instrumentation.cadences["basic_every_steps"] == 0 \
-            else None
-        warmup = self.compile_warmup.before(self.instrumentation)
-        hook = (lambda: self.instrumentation.after_backward(s + 1, self.model)) if wants_grads else None
-        with self._region("train_step"):
-            out: StepOutput = train_step(s + 1, self.step_online, self.model, self.optimizer, images, masks, settings,
-                                         self.cfg.optim.batch_size, autocast=self.autocast, after_backward=hook,
-                                         target_encoder=self.step_target, timer=timer,
-                                         faults=step_faults(self.cfg.faults, s),
-                                         backward=backward_for(self.instrumentation.wants_micro_grads(s + 1),
-                                                               self.cfg.optim.gns_microbatches, self.step_online,
-                                                               self.dist.enabled))
+        """One update and everything due at it; returns the metrics logged for it."""
+        step = self.step + 1  # the update being made; self.step counts the updates done
+        hooks = self.hooks.begin(step)  # what is due at it: timing, gradient reads, noise scale, faults, trace
+        images, masks = hooks.fetch(self.feed)
+        with hooks.region("train_step"):
+            out = train_step(images, masks, self.state, self.settings(step - 1), hooks)
+        metrics = hooks.measure(out)  # the diagnostics due, every group at a refused update
         # A refused update (non-finite loss or gradient) is logged at its step with every diagnostic, so the stream
-        # shows the failure; the trainer stays at step s, the last finite state, which the final checkpoint keeps.
+        # shows the failure; the trainer stays at the last finite state, which the final checkpoint keeps.
         self.diverged = not out.finite
-        t_diag = time.perf_counter()
-        with self._region("diagnostics"):
-            metrics = self.instrumentation.after_step(out, self.model, t_diag - t0, t_data,
-                                                      every_group=self.diverged)
-        t_diag = time.perf_counter() - t_diag
-        self.compile_warmup.after(warmup, self.instrumentation, s + 1, metrics)
-        if metrics and "loss" in metrics:
-            metrics["epoch"] = epoch_of_step(len(self.train_set), self.cfg.optim.batch_size, s + 1)
-            metrics.update(phase_metrics(timer, t_diag))
-            if self.streamed:
-                metrics["data/skipped_images"] = float(self.skipped_images)
         self._report_diagnostic_failures()
-        self._emit(s + 1, metrics)
-        if self.profiler is not None:
-            self.profiler.step_ends(s + 1)
+        self._emit(step, metrics)
+        hooks.end()
         if self.diverged:
-            self._print(f"step {s + 1}: non-finite loss or gradient norm; update refused, stopping at the last "
-                        f"finite state (step {s})")
+            self._print(f"step {step}: non-finite loss or gradient norm; update refused, stopping at the last "
+                        f"finite state (step {step - 1})")
             return metrics
-        self.step = s + 1
+        self.step = step
         self._after_step()
         return metrics
-
-    def _region(self, name: str) -> contextlib.AbstractContextManager:
-        return self.profiler.region(name) if self.profiler is not None else contextlib.nullcontext()
 
     def _report_diagnostic_failures(self) -> None:
         """A diagnostic that raised is an event row (and one console line per group), never the end of the run."""
@@ -471,7 +407,7 @@ class Trainer:
         self.logger.fsync()  # the stream on disk must cover every step the checkpoint claims
         state = {"step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                  "instrumentation": self.instrumentation.state_dict(), "config": config_to_dict(self.cfg),
-                 "data": {"skipped_images": self.skipped_images}}
+                 "data": {"skipped_images": self.hooks.skipped_images}}
         save_checkpoint(self.paths.checkpoints, self.step, state)
         prune_checkpoints(self.paths.checkpoints, keep_last=self.cfg.logging.keep_checkpoints,
                           keep_steps=frozenset(self.kept_checkpoints) | self._rewind_reserve())
@@ -551,8 +487,8 @@ class Trainer:
         """Stop the data workers and any trace, close every sink, then give the run directory back (the lock is
         the last thing this trainer holds)."""
         self.feed.close()
-        if self.profiler is not None:
-            self.profiler.close(self.last_step)
+        if self.hooks.profiler is not None:
+            self.hooks.profiler.close(self.last_step)
         if self._progress is not None:
             self._progress.close()
             self._progress = None
