@@ -60,8 +60,8 @@ EARLY_WARNING_SIGNALS: tuple[Signal, ...] = (
     _signal("eval", "Worse than random init (kNN, probe)", ("eval",)),
     _signal("rank", "Rank collapse", ("rank",)),
     _signal("leak", "Mask leak / target gradients", ("leak", "target_grad")),
-    _signal("ema", "EMA stalled / runaway / schedule", ("ema",)),
-    _signal("divergence", "Divergence / not learning / non-finite", ("diverg", "learning", "finite")),
+    _signal("ema", "EMA stalled / runaway", ("ema",)),
+    _signal("divergence", "Divergence / non-finite", ("diverg", "finite")),
 )
 
 
