@@ -389,7 +389,7 @@ def test_set_text_that_is_not_unicode_is_rejected_naming_the_key() -> None:
         apply_overrides(preset("tiny"), ["data.path=/data/\udcff"])
     cfg = preset("tiny")
     cfg.data.path = "/data/\udcff"
-    with pytest.raises(ConfigError, match=r"data.path .* is not valid Unicode text"):
+    with pytest.raises(ConfigError, match=r"data.path: .* is not valid Unicode text"):
         validate_config(cfg)
 
 

@@ -1,11 +1,13 @@
 """Run configuration as plain data: the sections (`Config` and its dataclasses), the rules' thresholds, the presets,
 TOML in and out and `section.key=value` overrides.
 
-Owns: what a run is asked to do, and rejecting a malformed key or value with a ConfigError that names it. Checks that
-need the data, the masks or the model (`jepa_core.run.validation.validate_config`) live above, with the run.
+Owns: what a run is asked to do, and rejecting a malformed key or value with a ConfigError that names it: the one
+check of a config (`check_config`: types and ranges declared on the fields, cross-field checks). Checks that need the
+data on disk, the mask sampler or the metric registry (`jepa_core.run.validation.validate_config`) live above.
 May import: `jepa_core.common` only. Everything else in the package may import this layer.
 """
 
+from jepa_core.config.schema import CROSS_CHECKS, ConfigError, check_config, check_run_name
 from jepa_core.config.files import (
     apply_overrides,
     config_from_dict,
@@ -20,7 +22,6 @@ from jepa_core.config.sections import (
     CADENCE_KEYS,
     SECTIONS,
     Config,
-    ConfigError,
     DataConfig,
     DiagnosticsConfig,
     EMAConfig,
@@ -34,8 +35,8 @@ from jepa_core.config.sections import (
 )
 
 __all__ = [
-    "CADENCE_KEYS", "PRESETS", "RETIRED_KEYS", "SECTIONS", "Config", "ConfigError", "DataConfig", "DiagnosticsConfig",
-    "EMAConfig", "EvalConfig", "FaultsConfig", "LoggingConfig", "MaskConfig", "ModelConfig", "OptimConfig",
-    "RulesConfig", "RuntimeConfig", "apply_overrides", "config_from_dict", "config_to_dict", "config_to_toml",
-    "load_config", "preset", "save_config", "split_names",
+    "CADENCE_KEYS", "CROSS_CHECKS", "PRESETS", "RETIRED_KEYS", "SECTIONS", "Config", "ConfigError", "DataConfig",
+    "DiagnosticsConfig", "EMAConfig", "EvalConfig", "FaultsConfig", "LoggingConfig", "MaskConfig", "ModelConfig",
+    "OptimConfig", "RulesConfig", "RuntimeConfig", "apply_overrides", "check_config", "check_run_name",
+    "config_from_dict", "config_to_dict", "config_to_toml", "load_config", "preset", "save_config", "split_names",
 ]

@@ -10,7 +10,8 @@ from typing import Any
 from jepa_core.common.atomic import atomic_write
 from jepa_core.config.mapping import apply_mapping, config_to_dict
 from jepa_core.config.presets import preset
-from jepa_core.config.sections import Config, ConfigError
+from jepa_core.config.schema import ConfigError
+from jepa_core.config.sections import Config
 
 
 def config_from_dict(data: dict[str, Any], source: str = "config") -> Config:

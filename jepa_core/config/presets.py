@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from jepa_core.config.mapping import apply_mapping
-from jepa_core.config.sections import Config, ConfigError
+from jepa_core.config.schema import ConfigError
+from jepa_core.config.sections import Config
 
 
 def _tiny() -> dict[str, dict[str, Any]]:

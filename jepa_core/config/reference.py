@@ -2,7 +2,8 @@
 
 The meaning of a key is the comment on its line in the dataclass, else the comment block right above it; a key with
 neither is an error here (and so in the test that keeps docs/config.md current). The unit is read from the key's
-name. Regenerate with `python -m jepa_core.config.reference > docs/config.md`.
+name, what it accepts from its declared type (config.schema: the range the config check enforces). Regenerate with
+`python -m jepa_core.config.reference > docs/config.md`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 
 from jepa_core.config.presets import preset
 from jepa_core.config.rules import RulesConfig
+from jepa_core.config.schema import describe, field_types
 from jepa_core.config.sections import Config
 
 _FIELD = re.compile(r"^\s{4}(\w+)\s*:[^=]*=(.*?)(?:#\s*(.*))?$")
@@ -66,7 +68,8 @@ def reference_markdown() -> str:
              "Every key of a run config (`config.toml`, `--set section.key=value`), generated from the dataclasses in",
              "`jepa_core/config/` by `python -m jepa_core.config.reference > docs/config.md`; a test fails when this",
              "page is stale. `default` is the dataclass default, `tiny` the value of the `tiny` preset (the built-in",
-             "defaults of `jepa train` and the workbench) where it differs.", ""]
+             "defaults of `jepa train` and the workbench) where it differs, `accepts` the range the config check",
+             "enforces (declared on the field's type).", ""]
     for section in dataclasses.fields(Config):
         obj = getattr(defaults, section.name)
         comments = field_comments(type(obj))
@@ -74,7 +77,8 @@ def reference_markdown() -> str:
             lines += [f"## [{section.name}]", "", "The early-warning rules' thresholds (docs/design.md §7).", ""]
         else:
             lines += [f"## [{section.name}]", ""]
-        lines += ["| key | default | tiny | unit | meaning |", "| --- | --- | --- | --- | --- |"]
+        lines += ["| key | default | tiny | unit | accepts | meaning |", "| --- | --- | --- | --- | --- | --- |"]
+        types = field_types(type(obj))
         for field in dataclasses.fields(obj):
             value, tiny_value = getattr(obj, field.name), getattr(getattr(tiny, section.name), field.name)
             meaning = comments.get(field.name)
@@ -82,7 +86,7 @@ def reference_markdown() -> str:
                 raise ValueError(f"{section.name}.{field.name}: no comment in {type(obj).__name__} says what it is")
             shown = "" if tiny_value == value else f"`{tiny_value!r}`"
             lines.append(f"| `{field.name}` | `{value!r}` | {shown} | {unit_of(field.name, value)} | "
-                         f"{_first_sentence(meaning).replace('|', '/')} |")
+                         f"{describe(types[field.name])} | {_first_sentence(meaning).replace('|', '/')} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -21,11 +21,10 @@ import torch
 
 import jepa_core
 from jepa_core.common.atomic import UnsafeRunFileError, write_json_atomic
-from jepa_core.config import Config, ConfigError, load_config, save_config
+from jepa_core.config import Config, ConfigError, check_run_name, load_config, save_config
 from jepa_core.metrics.stream import iter_rows
 from jepa_core.run import status
 from jepa_core.run.lock import LOCK_NAME, RunLock
-from jepa_core.run.validation import check_run_name
 
 
 @dataclass(frozen=True)
