@@ -3,7 +3,7 @@ new users to open without training (`jepa doctor data/runs/fault_mask_leak`).
 
 They are 300-step runs at the calibration settings (batch 128) with each fault from step 100 (a target copying the
 online encoder from step 0). How well the rules detect faults is measured elsewhere, on the much larger library
-of benchmarks/library.py, by benchmarks/detection.py; here a run is only trained, thinned and recorded, and its alert
+of research/library.py, by research/detection.py; here a run is only trained, thinned and recorded, and its alert
 rows are re-derived with the current rules, so that `jepa doctor` reads a recorded run as it reads a fresh one.
 
     python benchmarks/demo_runs.py --out /tmp/demo          # train them (2 at a time)

@@ -5,9 +5,9 @@ on this machine, and compare every metric row exactly (time/, system/ and memory
     python benchmarks/same_behaviour.py --rev HEAD~3 --cases tiny/healthy_s0 --until 400
 
 Training is deterministic on one machine, so any difference is a change of behaviour. The recorded streams in
-data/library are not the reference: another machine's kernels round differently in the last digits (retraining a
-case here differs from its record in the 6th digit of target/norm_std), which is why both sides are trained here.
-Exit 1 when a case differs.
+research/data/library are not the reference: another machine's kernels round differently in the last digits (retraining
+a case here differs from its record in the 6th digit of target/norm_std), which is why both sides are trained here. Exit
+1 when a case differs.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-LIBRARY = REPO / "data" / "library"
+LIBRARY = REPO / "research" / "data" / "library"
 CLOCK = ("time/", "system/", "memory/")
 # Each kind of fault (settings, hooks, batch) and a noise-scale step (calib's weights_health cadence is 25).
 DEFAULT_CASES = ("calib/collapse_3_at75_s2", "calib/mask_leak_0.5_at75_s2", "calib/target_copies_online_on_at75_s4",

@@ -112,7 +112,7 @@ def check_masks(cfg: Config, batches: int, report: Report) -> None:
 # In the detection library every harmful collapse and EMA fault was caught where the fixed probe batch was read every
 # 100 steps or more often. At every 250 a collapse that continued the run's first descent went unseen until its
 # per-batch spread's pace, past the early phase, gave it away 25 steps before its harm, where every 20 caught it 85
-# steps before (benchmarks/detection.py, the `batch32` and `batch32_fb` settings).
+# steps before (research/detection.py, the `batch32` and `batch32_fb` settings).
 FIXED_BATCH_SEEN_STEPS = 100
 
 

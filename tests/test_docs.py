@@ -13,7 +13,7 @@ from jepa_core.config import Config
 from jepa_core.config.reference import field_comments, reference_markdown
 
 REPO = Path(__file__).resolve().parent.parent
-SOURCES = [p for folder in ("jepa_core", "notebooks", "benchmarks", "tests", "examples")
+SOURCES = [p for folder in ("jepa_core", "notebooks", "benchmarks", "research", "tests", "examples")
            for p in (REPO / folder).rglob("*.py") if p.name != "test_docs.py"]
 OUTSIDE = "SP" + "EC"  # the original contract's name, kept out of this file's own text
 

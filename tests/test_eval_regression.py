@@ -1,11 +1,9 @@
 """eval_regression (the evaluation readings against the run's random-init reading and its best), the measured noise of
-one evaluation, and the label's "ends worse than random init"."""
+one evaluation (the harm label's "ends worse than random init" is research/tests/test_eval_label.py)."""
 
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,8 +13,6 @@ from jepa_core.alerts.evaluation import EvalRegressionRule
 from jepa_core.config import RulesConfig
 from jepa_core.method.probes import score_features
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from ground_truth import harm, worse_than_init  # noqa: E402
 
 NOISE = 0.015  # one evaluation's noise, as a digit run measures it (1,000 probe-val images)
 
@@ -136,20 +132,3 @@ def test_noise_splits_must_not_be_negative():
     cfg.eval.noise_splits = -1
     with pytest.raises(ConfigError, match="eval.noise_splits"):
         validate_config(cfg)
-
-
-# ------------------------------------------------------------------------------------------------------ the label
-
-
-def test_label_calls_a_run_that_ends_worse_than_init_harmful_from_the_start_of_its_last_stretch():
-    rows = stream([(0, 0.596, 0.382), (100, 0.55, 0.36), (200, 0.592, 0.391), (300, 0.507, 0.338),
-                   (400, 0.456, 0.348), (500, 0.448, 0.355)])
-    assert worse_than_init(rows, -1) == 300  # 100 dipped too, but recovered at 200
-    assert harm(rows, -1) == (300, "evaluation ends below random init")
-
-
-def test_label_needs_both_readings_below_init_at_the_end():
-    rows = stream([(0, 0.596, 0.382), (300, 0.507, 0.338), (400, 0.456, 0.40)])
-    assert worse_than_init(rows, -1) is None
-    assert worse_than_init(stream([(0, 0.5, 0.3), (300, 0.4, 0.2)], noise=None), -1) is None  # no noise known
-    assert worse_than_init(stream([(0, 0.5, 0.3), (300, 0.4, 0.2)], noise=None), -1, eval_count=1000) == 300

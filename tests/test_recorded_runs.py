@@ -1,7 +1,7 @@
 """The recorded runs of the detection benchmark (data/runs/<name>/): `jepa doctor` gives each its expected verdict.
 
 They are committed so that notebooks, tests and new users can open real runs without training; the benchmark
-(`python benchmarks/detection.py --record`) writes them. A healthy run must come out healthy (exit 0) under the
+(`python benchmarks/demo_runs.py --record`) writes them. A healthy run must come out healthy (exit 0) under the
 current rules, each fault run must raise alerts (exit 1) including the rule that names its fault.
 """
 
@@ -124,3 +124,35 @@ def _config_value(path: Path, section: str, key: str):
     import tomllib
 
     return tomllib.loads(path.read_text())[section][key]
+
+
+def test_demo_recording_thins_a_run_and_rederives_stale_alerts(tmp_path):
+    bench = BENCHMARK
+    run = tmp_path / "runs" / "fault_x"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "tensorboard").mkdir()
+    (run / "artifacts").mkdir()
+    (run / "checkpoints" / "latest.pt").write_bytes(b"weights")
+    (run / "config.toml").write_text('[logging]\nruns_dir = "/tmp/xyz"\nname = "fault_x"\n')
+    (run / "meta.json").write_text('{"status": "finished"}')
+    for kind in ("masks", "neighbours"):
+        for step in (25, 50):
+            (run / "artifacts" / f"{kind}_step{step:07d}.png").write_bytes(b"png")
+            (run / "artifacts" / f"{kind}_step{step:07d}.json").write_text("{}")
+    rows = [{"step": s, "attempt": 1, "mask/overlap_fraction": 0.3 if s >= 60 else 0.0} for s in range(0, 100, 10)]
+    stale = {"step": 40, "attempt": 1, "event": "alert", "rule": "rank_collapse", "severity": "warning",
+             "metric": "target/effective_rank", "value": 1.0, "message": "old threshold"}
+    lines = [json.dumps(r) for r in rows[:5]] + [json.dumps(stale)] + [json.dumps(r) for r in rows[5:]]
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+
+    dest = bench.record(run, tmp_path / "data")
+    assert sorted(p.name for p in dest.iterdir()) == ["artifacts", "config.toml", "meta.json", "metrics.jsonl"]
+    assert sorted(p.name for p in (dest / "artifacts").iterdir()) == [
+        "masks_step0000050.json", "masks_step0000050.png", "neighbours_step0000050.json",
+        "neighbours_step0000050.png"]
+    assert 'runs_dir = "data/runs"' in (dest / "config.toml").read_text()
+    recorded = [json.loads(line) for line in (dest / "metrics.jsonl").read_text().splitlines()]
+    alerts = [(r["step"], r["rule"]) for r in recorded if r.get("event") == "alert"]
+    assert alerts == [(60, "mask_leak")]
+    first_alert = next(i for i, r in enumerate(recorded) if r.get("event") == "alert")
+    assert recorded[first_alert - 1] == rows[6]  # written right after the row that raised it

@@ -360,7 +360,7 @@ class OnlineCollapseRule(RuleBase):
     only through the EMA, a few hundred steps behind, so a collapse takes the online spread down at once while the
     target's, which the other variance rules read, may still look like a healthy first descent. A healthy online
     encoder also dips below its target early in a run (to a tenth of it at worst in the detection library), but over
-    several readings; a collapse drops the ratio several-fold between two (benchmarks/online_spread.py). Streams
+    several readings; a collapse drops the ratio several-fold between two (research/online_spread.py). Streams
     recorded before the metric existed have no reading: silent there. Right after a steep lr warm-up a healthy online
     encoder can drop its spread as fast as a collapse does (round 33's `heads8`), so the rule judges only from
     `online_lead_after_warmups` warm-ups into the run, where the run's lr warm-up (optim.warmup_steps) is known."""

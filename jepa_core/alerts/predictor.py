@@ -5,7 +5,7 @@ outputs over the batch (`pred/std_mean`) falls to a small fraction of what it re
 predictor's spread moves slowly: on the 464 healthy runs of the detection library's rounds 1-40 (every setting and
 cadence), its lowest reading from the rules' warm-up on was 0.31 of its highest of the previous 40 steps. An lr
 blow-up knocks it down within one reading, often before the target's statistics or the loss move: `smallctx`'s lr
-x35 from step 140 (seed 4) read 0.04 of it at 147, 21 steps before the loss jumped (`benchmarks/predictor_spread.py`).
+x35 from step 140 (seed 4) read 0.04 of it at 147, 21 steps before the loss jumped (`research/predictor_spread.py`).
 A warning: 32 benign fault runs of rounds 1-40 make the same fall and recover.
 """
 

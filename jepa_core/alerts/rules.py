@@ -156,7 +156,7 @@ class EmaRunawayRule(RuleBase):
     collapsing it (round 25's `flatlr` misses: the feature distance 3.5-6x its previous reading, 39 steps before
     harm, while spreads and ranks rose). The trend adds a capped amount per reading, so at a cadence of 65 or 500 steps
     one reading, however far it jumps, cannot fire it. Healthy runs of rounds 1-25 (273) jump at most 1.8x (weights)
-    and 2.4x (features) in one reading, both early in the lr warm-up (benchmarks/distance_jumps.py). A long or steep
+    and 2.4x (features) in one reading, both early in the lr warm-up (research/distance_jumps.py). A long or steep
     warm-up moves the features farther than that by the schedule alone (round 37's `slowlr`: 4x between steps 32 and
     64), so with the run's lr schedule known, the feature distance's jump is what remains once the schedule's own
     growth between the two readings is divided out (rounds 1-37: 2.07x at most on 427 healthy runs)."""

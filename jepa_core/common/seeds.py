@@ -6,7 +6,7 @@ what the uninterrupted run drew, without saving any RNG state.
 
 One function per stream. New streams use `sample_rng`'s recipe (numpy's SeedSequence, which spreads neighbouring
 inputs over independent streams). The older ones keep their arithmetic formulas: every recorded run (data/runs,
-data/library) was trained with them, and changing one would change those trajectories.
+research/data/library) was trained with them, and changing one would change those trajectories.
 
 * `mask_generator(seed, step, rank)`: one rank's masks at one step (and the mask-leak fault that follows them);
 * `epoch_permutation_seed(seed, epoch)`: the order of the training set in one epoch;

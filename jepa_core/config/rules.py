@@ -1,8 +1,8 @@
 """`RulesConfig`: the thresholds of the early-warning rules (design §7), plain data mapped onto the `[rules]` section.
 
 The rules themselves live in `jepa_core.alerts`; every number they use is a field here so a run config can tune it.
-Defaults were chosen on the tuning split of the detection library (benchmarks/library.py) and are reported on its
-test split by benchmarks/detection.py.
+Defaults were chosen on the tuning split of the detection library (research/library.py) and are reported on its
+test split by research/detection.py.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class RulesConfig:
     # kept itself (Holt smoothing per step), the shortfall in units of its own noise, summed by a one-sided CUSUM
     # (detectors.TrendBreak). A healthy run's drift, at the pace it keeps, adds about nothing; a fall faster than
     # that, held for several readings, adds up. Chosen on the tuning split of the detection library
-    # (benchmarks/detection.py: healthy runs of three settings and five seeds, faults over magnitudes and onsets).
+    # (research/detection.py: healthy runs of three settings and five seeds, faults over magnitudes and onsets).
     trend_level_steps: Positive[float] = 20.0  # memory of the level, in steps
     # memory of the slope, in steps (100 was slow to learn a healthy fall's pace)
     trend_slope_steps: Positive[float] = 50.0
@@ -200,7 +200,7 @@ class RulesConfig:
     online_lead_after_warmups: NonNegative[float] = 2.75
     # predictor_collapse: pred/std_mean (the spread of the predictor's outputs over the batch) below this fraction of
     # its highest reading of the last predictor_collapse_window_steps steps (from warmup_steps). Chosen on rounds
-    # 1-40 (benchmarks/predictor_spread.py): the 464 healthy runs fell at most to 0.31 (0.27 over 60 steps), and 34
+    # 1-40 (research/predictor_spread.py): the 464 healthy runs fell at most to 0.31 (0.27 over 60 steps), and 34
     # harmful runs (lr blow-ups) fell below 0.2 before any other rule spoke, `smallctx`'s lr x35 from 140 (seed 4)
     # to 0.04 at 147, where the loss jumped only at 168. 0 turns it off.
     predictor_collapse_fraction: FractionBelow1 = 0.2
@@ -229,7 +229,7 @@ class RulesConfig:
     # a relative weight distance above this (the weights' own norm) is a runaway
     ema_runaway_max_distance: NonNegative[float] = 1.0
     # ... or a distance this many times its previous reading (0 turns a jump off): ema/relative_param_l2 and
-    # ema/fixed_batch_distance. Chosen on rounds 1-25 (benchmarks/distance_jumps.py): healthy runs jump at most 1.8x
+    # ema/fixed_batch_distance. Chosen on rounds 1-25 (research/distance_jumps.py): healthy runs jump at most 1.8x
     # (weights) and 2.4x (features) in one reading; 231 of the 251 harmful lr blow-ups jump 3x in the weights.
     # Round 37's `slowlr` (a warm-up of 100 from 1e-5) made healthy feature distances jump 3.8-4x inside the warm-up,
     # where the lr summed so far grows about as the step squared: since then the feature distance's jump is divided

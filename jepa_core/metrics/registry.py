@@ -138,7 +138,7 @@ METRICS: tuple[Metric, ...] = (
        read_by=("variance_collapse", "steady_collapse", "ema_stalled", "false_comfort", "online_collapse")),
     _m("target/fixed_batch_norm_mean", "fixed_batch", read_by=("ema_stalled",)),
     # The online (context) encoder's spread on the same probe batch. A collapse starts in the online encoder and
-    # reaches the target only through the EMA, so the online spread falls first and furthest (benchmarks/
+    # reaches the target only through the EMA, so the online spread falls first and furthest (research/
     # online_spread.py).
     _m("online/fixed_batch_std_mean", "fixed_batch", _panel(_EMA), _signal("variance", 3),
        read_by=("online_collapse",)),
