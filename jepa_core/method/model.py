@@ -80,7 +80,8 @@ _CPU_EXPLICIT_MAX_KEYS = 128
 
 
 class Attention(nn.Module):
-    """Multi-head self-attention through ``F.scaled_dot_product_attention`` (fused kernels on GPU)."""
+    """Multi-head self-attention through ``F.scaled_dot_product_attention`` (fused kernels on GPU; op by op when the
+    CPU records autograd over short sequences, see ``_CPU_EXPLICIT_MAX_KEYS``)."""
 
     def __init__(self, dim: int, num_heads: int) -> None:
         super().__init__()
@@ -94,8 +95,8 @@ class Attention(nn.Module):
         """``x [B, L, D]`` -> ``[B, L, D]``; with ``queries = n``, only the outputs of the last n tokens
         ``[B, n, D]`` (keys and values still come from all L)."""
         batch, length, dim = x.shape
-        qkv = self.qkv(x).reshape(batch, length, 3, self.num_heads, dim // self.num_heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each [B, heads, L, head_dim]
+        # Unbound on the q/k/v axis: the backward stacks the three gradients straight into the Linear's layout.
+        q, k, v = (t.transpose(1, 2) for t in self.qkv(x).reshape(batch, length, 3, self.num_heads, -1).unbind(2))
         if queries is not None:
             q, length = q[:, :, -queries:], queries
         if x.device.type == "cpu" and q.requires_grad and k.shape[2] <= _CPU_EXPLICIT_MAX_KEYS:
