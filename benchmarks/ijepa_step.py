@@ -28,10 +28,10 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +40,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from diagnostics_overhead import median_interval  # noqa: E402
 
+from jepa_core.config import Config  # noqa: E402
 from jepa_core.config.presets import preset  # noqa: E402
 from jepa_core.method.masks import MaskBatch, MaskSampler  # noqa: E402
 from jepa_core.method.model import build_jepa  # noqa: E402
@@ -53,7 +54,7 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # the official transfo
 class Workload:
     """What both sides train on: the preset's config, normalised images and a cycle of mask batches."""
 
-    cfg: object
+    cfg: Config
     images: torch.Tensor  # float32 [B, C, H, W]
     masks: list[MaskBatch]
 

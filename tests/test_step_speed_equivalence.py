@@ -112,5 +112,5 @@ def test_train_steps_match_the_plain_step():
         ref_loss = ref_step(plain, plain_opt, images, masks, settings)
         torch.testing.assert_close(out.loss, ref_loss, rtol=1e-5, atol=1e-7)
     for (name, a), b in zip(fast.named_parameters(), plain.parameters()):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=lambda m, name=name: f"{name}: {m}")
     assert not all(torch.equal(a, b) for a, b in zip(fast.parameters(), copy.deepcopy(model()).parameters()))
