@@ -2,10 +2,9 @@
 forward (every block on every token, fused attention, GELU and residuals out of place), loss, clipping, per-parameter
 AdamW and EMA, run beside `train_step` from the same weights on the same batches.
 
-Forwards without autograd are bit-identical; with autograd the CPU's op-by-op attention, the last predictor block's
-skipped rows and the gradient reductions round differently, so losses and weights agree to float tolerance."""
-
-import copy
+Forwards without autograd are bit-identical at one thread (at more, attention runs op by op: to rounding); with
+autograd the CPU's op-by-op attention, the last predictor block's skipped rows, the gradient reductions and fused
+AdamW round differently, so losses and weights agree to float tolerance."""
 
 import torch
 import torch.nn.functional as F
@@ -76,15 +75,26 @@ def batches(n: int):
     return [(torch.randn(8, 3, 16, 16, generator=g), sampler.sample(8, g)) for _ in range(n)]
 
 
-def test_forwards_without_autograd_are_bit_identical():
-    m = model()
-    (images, masks), = batches(1)
+def forwards_against_reference(m: JEPA, images, masks) -> list[tuple[torch.Tensor, torch.Tensor]]:
     with torch.no_grad():
-        assert torch.equal(m.target_encoder(images), ref_encoder(m.target_encoder, images))
         z = m.context_encoder(images, masks.context_idx)
-        assert torch.equal(z, ref_encoder(m.context_encoder, images, masks.context_idx))
-        got = m.predictor(z, masks.context_idx, masks.target_idx)
-        assert torch.equal(got, ref_predictor(m.predictor, z, masks.context_idx, masks.target_idx))
+        return [(m.target_encoder(images), ref_encoder(m.target_encoder, images)),
+                (z, ref_encoder(m.context_encoder, images, masks.context_idx)),
+                (m.predictor(z, masks.context_idx, masks.target_idx),
+                 ref_predictor(m.predictor, z, masks.context_idx, masks.target_idx))]
+
+
+def test_forwards_without_autograd_match_the_plain_ones():
+    m, ((images, masks),) = model(), batches(1)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)  # the fused attention kernel, as the reference: bit for bit
+        assert all(torch.equal(got, ref) for got, ref in forwards_against_reference(m, images, masks))
+        torch.set_num_threads(2)  # attention op by op (it uses the second thread): to rounding
+        for got, ref in forwards_against_reference(m, images, masks):
+            torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-6)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_a_block_leaves_its_input_alone():
@@ -113,4 +123,4 @@ def test_train_steps_match_the_plain_step():
         torch.testing.assert_close(out.loss, ref_loss, rtol=1e-5, atol=1e-7)
     for (name, a), b in zip(fast.named_parameters(), plain.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=lambda m, name=name: f"{name}: {m}")
-    assert not all(torch.equal(a, b) for a, b in zip(fast.parameters(), copy.deepcopy(model()).parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(fast.parameters(), model().parameters()))

@@ -74,8 +74,8 @@ def select_targets(tokens: Tensor, target_idx: Tensor) -> Tensor:
     return gathered.reshape(batch * num_blocks, block_len, tokens.shape[-1])
 
 
-# Up to this many keys, attention that autograd records on the CPU is computed op by op (see Attention.forward); at
-# 196 keys of 64 channels (`base`) the fused kernel is the faster again.
+# Up to this many keys, attention on the CPU is computed op by op when autograd records it or more than one thread
+# runs it (see Attention.forward); at 196 keys of 64 channels (`base`) the fused kernel is the faster again.
 _CPU_EXPLICIT_MAX_KEYS = 128
 
 
@@ -99,9 +99,11 @@ class Attention(nn.Module):
         q, k, v = (t.transpose(1, 2) for t in self.qkv(x).reshape(batch, length, 3, self.num_heads, -1).unbind(2))
         if queries is not None:
             q, length = q[:, :, -queries:], queries
-        if x.device.type == "cpu" and q.requires_grad and k.shape[2] <= _CPU_EXPLICIT_MAX_KEYS:
+        if x.device.type == "cpu" and k.shape[2] <= _CPU_EXPLICIT_MAX_KEYS and (
+                q.requires_grad or torch.get_num_threads() > 1):
             # The same softmax(q k^T / sqrt(d)) v as three ops: on the CPU, for short sequences, their backward is
-            # faster than the fused kernel's (benchmarks/ijepa_step.py; measured 1.3-1.4x on `tiny`'s shapes).
+            # faster than the fused kernel's (1.3-1.4x on `tiny`'s shapes), and without autograd they use a second
+            # thread where the fused kernel barely does (benchmarks/ijepa_step.py).
             scores = (q * (dim // self.num_heads) ** -0.5) @ k.transpose(-2, -1)
             out = scores.softmax(dim=-1) @ v
         else:
