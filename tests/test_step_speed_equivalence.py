@@ -3,8 +3,8 @@ forward (every block on every token, fused attention, GELU and residuals out of 
 AdamW and EMA, run beside `train_step` from the same weights on the same batches.
 
 Forwards without autograd are bit-identical at one thread (at more, attention runs op by op: to rounding); with
-autograd the CPU's op-by-op attention, the last predictor block's skipped rows, the gradient reductions and fused
-AdamW round differently, so losses and weights agree to float tolerance."""
+autograd the CPU's op-by-op attention, the last predictor block's skipped rows and the gradient reductions round
+differently, so losses and weights agree to float tolerance."""
 
 import torch
 import torch.nn.functional as F
