@@ -80,8 +80,8 @@ _CPU_EXPLICIT_MAX_KEYS = 128
 
 
 class Attention(nn.Module):
-    """Multi-head self-attention through ``F.scaled_dot_product_attention`` (fused kernels on GPU; op by op when the
-    CPU records autograd over short sequences, see ``_CPU_EXPLICIT_MAX_KEYS``)."""
+    """Multi-head self-attention through ``F.scaled_dot_product_attention`` (fused kernels on GPU; on the CPU, over
+    short sequences, op by op when autograd records it or more than one thread runs it: ``_CPU_EXPLICIT_MAX_KEYS``)."""
 
     def __init__(self, dim: int, num_heads: int) -> None:
         super().__init__()
