@@ -74,8 +74,14 @@ def select_targets(tokens: Tensor, target_idx: Tensor) -> Tensor:
     return gathered.reshape(batch * num_blocks, block_len, tokens.shape[-1])
 
 
+# Up to this many keys, attention on the CPU is computed op by op when autograd records it or more than one thread
+# runs it (see Attention.forward); at 196 keys of 64 channels (`base`) the fused kernel is the faster again.
+_CPU_EXPLICIT_MAX_KEYS = 128
+
+
 class Attention(nn.Module):
-    """Multi-head self-attention through ``F.scaled_dot_product_attention`` (fused kernels on GPU)."""
+    """Multi-head self-attention through ``F.scaled_dot_product_attention`` (fused kernels on GPU; on the CPU, over
+    short sequences, op by op when autograd records it or more than one thread runs it: ``_CPU_EXPLICIT_MAX_KEYS``)."""
 
     def __init__(self, dim: int, num_heads: int) -> None:
         super().__init__()
@@ -85,11 +91,23 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, queries: int | None = None) -> Tensor:
+        """``x [B, L, D]`` -> ``[B, L, D]``; with ``queries = n``, only the outputs of the last n tokens
+        ``[B, n, D]`` (keys and values still come from all L)."""
         batch, length, dim = x.shape
-        qkv = self.qkv(x).reshape(batch, length, 3, self.num_heads, dim // self.num_heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each [B, heads, L, head_dim]
-        out = F.scaled_dot_product_attention(q, k, v)
+        # Unbound on the q/k/v axis: the backward stacks the three gradients straight into the Linear's layout.
+        q, k, v = (t.transpose(1, 2) for t in self.qkv(x).reshape(batch, length, 3, self.num_heads, -1).unbind(2))
+        if queries is not None:
+            q, length = q[:, :, -queries:], queries
+        if x.device.type == "cpu" and k.shape[2] <= _CPU_EXPLICIT_MAX_KEYS and (
+                q.requires_grad or torch.get_num_threads() > 1):
+            # The same softmax(q k^T / sqrt(d)) v as three ops: on the CPU, for short sequences, their backward is
+            # faster than the fused kernel's (1.3-1.4x on `tiny`'s shapes), and without autograd they use a second
+            # thread where the fused kernel barely does (benchmarks/ijepa_step.py).
+            scores = (q * (dim // self.num_heads) ** -0.5) @ k.transpose(-2, -1)
+            out = scores.softmax(dim=-1) @ v
+        else:
+            out = F.scaled_dot_product_attention(q, k, v)
         return self.proj(out.transpose(1, 2).reshape(batch, length, dim))
 
 
@@ -100,7 +118,10 @@ class MLP(nn.Module):
         self.fc2 = nn.Linear(hidden_dim, dim)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(F.gelu(self.fc1(x)))
+        h = self.fc1(x)
+        # Without autograd (the target encoder, evaluation) GELU overwrites its input: the same numbers without a
+        # second hidden-size buffer, whose fresh pages cost the CPU more than the GELU itself.
+        return self.fc2(F.gelu(h) if h.requires_grad else torch._C._nn.gelu_(h))
 
 
 class Block(nn.Module):
@@ -113,9 +134,22 @@ class Block(nn.Module):
         self.norm2 = nn.LayerNorm(dim)
         self.mlp = MLP(dim, int(dim * mlp_ratio))
 
-    def forward(self, x: Tensor) -> Tensor:
-        x = x + self.attn(self.norm1(x))
-        return x + self.mlp(self.norm2(x))
+    def forward(self, x: Tensor, keep_last: int | None = None) -> Tensor:
+        """``[B, L, D]`` -> ``[B, L, D]``, or only the last ``keep_last`` tokens' outputs ``[B, keep_last, D]``: every
+        token is still a key and a value, but no query, projection or MLP is computed for a discarded one."""
+        if keep_last is None:
+            x = _residual(x, self.attn(self.norm1(x)))
+        else:
+            x = _residual(x[:, -keep_last:], self.attn(self.norm1(x), queries=keep_last))
+        return _residual(x, self.mlp(self.norm2(x)))
+
+
+def _residual(x: Tensor, branch: Tensor) -> Tensor:
+    """``x + branch``, written into the branch's fresh output (a Linear's: autograd keeps none) when that gives the
+    same tensor: one buffer fewer per residual, the same numbers (``branch + x == x + branch``)."""
+    if branch.dtype == x.dtype and branch.shape == x.shape:
+        return branch.add_(x)
+    return x + branch
 
 
 def _init_weights(module: nn.Module) -> None:
@@ -249,10 +283,11 @@ class Predictor(nn.Module):
         target_pos = select_targets(pos, target_idx)  # [B*K, Nt, P]
         queries = self.mask_token.to(x.dtype) + target_pos.to(x.dtype)
         x = torch.cat([x, queries], dim=1)
-        for block in self.blocks:
+        for block in self.blocks[:-1]:
             x = block(x)
-        x = self.norm(x[:, -block_len:])
-        return self.embed_out(x)
+        # Only the target tokens' outputs are read: the last block computes nothing else (the same numbers).
+        x = self.blocks[-1](x, keep_last=block_len)
+        return self.embed_out(self.norm(x))
 
 
 class JEPA(nn.Module):
