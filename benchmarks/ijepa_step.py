@@ -44,7 +44,7 @@ from jepa_core.config import Config  # noqa: E402
 from jepa_core.config.presets import preset  # noqa: E402
 from jepa_core.method.masks import MaskBatch, MaskSampler  # noqa: E402
 from jepa_core.method.model import build_jepa  # noqa: E402
-from jepa_core.method.step import OnlineNetwork, StepSettings, build_optimizer, train_step  # noqa: E402
+from jepa_core.method.step import StepSettings, TrainState, build_optimizer, train_step  # noqa: E402
 
 Step = Callable[[int], None]
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # the official transforms' normalisation
@@ -89,12 +89,12 @@ def make_workload(preset_name: str, batch: int, seed: int, mask_batches: int = 8
 def our_step(w: Workload, seed: int) -> Step:
     o = w.cfg.optim
     model = build_jepa(w.cfg.model, seed)
-    online = OnlineNetwork(model)
-    optimizer = build_optimizer(model, (o.beta1, o.beta2))
-    settings = StepSettings(lr=o.lr, wd=o.weight_decay, ema_tau=w.cfg.ema.start, loss=o.loss, grad_clip=o.grad_clip)
+    state = TrainState.plain(model, build_optimizer(model, (o.beta1, o.beta2)), len(w.images))
 
     def step(i: int) -> None:
-        train_step(i + 1, online, model, optimizer, w.images, w.masks[i % len(w.masks)], settings, len(w.images))
+        settings = StepSettings(step=i + 1, lr=o.lr, wd=o.weight_decay, ema_tau=w.cfg.ema.start, loss=o.loss,
+                                grad_clip=o.grad_clip)
+        train_step(w.images, w.masks[i % len(w.masks)], state, settings)
     return step
 
 

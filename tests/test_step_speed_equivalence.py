@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from jepa_core.config import ModelConfig
 from jepa_core.method.masks import MaskSampler
 from jepa_core.method.model import JEPA, Block, Predictor, VisionTransformer, select_targets, select_tokens
-from jepa_core.method.step import OnlineNetwork, StepSettings, build_optimizer, train_step
+from jepa_core.method.step import StepSettings, TrainState, build_optimizer, train_step
 
 CFG = ModelConfig(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=2, num_heads=4, mlp_ratio=2.0,
                   pred_dim=16, pred_depth=2, pred_num_heads=4)
@@ -111,14 +111,13 @@ def test_a_block_leaves_its_input_alone():
 
 def test_train_steps_match_the_plain_step():
     fast, plain = model(), model()
-    settings = StepSettings(lr=1e-3, wd=0.04, ema_tau=0.99)
-    fast_opt = build_optimizer(fast, (0.9, 0.95))
+    settings = StepSettings(step=1, lr=1e-3, wd=0.04, ema_tau=0.99)
+    state = TrainState.plain(fast, build_optimizer(fast, (0.9, 0.95)), 8)
     plain_opt = build_optimizer(plain, (0.9, 0.95))
     for group in plain_opt.param_groups:
         group["foreach"] = False  # the per-parameter loop
-    online = OnlineNetwork(fast)
-    for i, (images, masks) in enumerate(batches(5)):
-        out = train_step(i + 1, online, fast, fast_opt, images, masks, settings, 8)
+    for images, masks in batches(5):
+        out = train_step(images, masks, state, settings)
         ref_loss = ref_step(plain, plain_opt, images, masks, settings)
         torch.testing.assert_close(out.loss, ref_loss, rtol=1e-5, atol=1e-7)
     for (name, a), b in zip(fast.named_parameters(), plain.parameters()):
