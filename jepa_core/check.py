@@ -164,7 +164,7 @@ def check_steps(cfg: Config, model: JEPA, batches: list[Batch], steps: int, warm
     device = resolve_device(cfg.runtime.device)
     cuda = device.type == "cuda"
     model = model.to(device)
-    optimizer = build_optimizer(model, (cfg.optim.beta1, cfg.optim.beta2), fused=cuda)
+    optimizer = build_optimizer(model, (cfg.optim.beta1, cfg.optim.beta2))
     online, target = OnlineNetwork(model), model.target_encoder
     if cfg.runtime.compile:
         online, target = compile_module(online), compile_module(target)

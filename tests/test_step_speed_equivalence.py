@@ -115,7 +115,7 @@ def test_train_steps_match_the_plain_step():
     state = TrainState.plain(fast, build_optimizer(fast, (0.9, 0.95)), 8)
     plain_opt = build_optimizer(plain, (0.9, 0.95))
     for group in plain_opt.param_groups:
-        group["foreach"] = False  # the per-parameter loop
+        group["fused"], group["foreach"] = False, False  # the per-parameter loop
     for images, masks in batches(5):
         out = train_step(images, masks, state, settings)
         ref_loss = ref_step(plain, plain_opt, images, masks, settings)

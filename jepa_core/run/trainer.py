@@ -103,8 +103,7 @@ class Trainer:
             # In the optimizer from the start (resume-safe state layout); they require a grad only once the fault
             # begins (train_step switches requires_grad on at faults.start_step), so the run is healthy before it.
             extra = list(self.model.target_encoder.parameters())
-        self.optimizer = build_optimizer(self.model, (cfg.optim.beta1, cfg.optim.beta2), extra,
-                                         fused=self.device.type == "cuda")
+        self.optimizer = build_optimizer(self.model, (cfg.optim.beta1, cfg.optim.beta2), extra)
         self.online = distributed.wrap(OnlineNetwork(self.model), self.dist, self.device)
         # What the step calls: compiled wrappers that share the parameters of self.model (checkpoints, diagnostics
         # and evaluation keep using the plain modules, so evaluation's batch shapes never trigger a recompile).
