@@ -9,22 +9,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # research/: its scripts by name
 from ground_truth import harm, worse_than_init  # noqa: E402
 
-NOISE = 0.015  # one evaluation's noise, as a digit run measures it (1,000 probe-val images)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # the product rule's test streams
+from test_eval_regression import NOISE, stream  # noqa: E402,F401
 
-
-def stream(evals: list[tuple[int, float, float]], noise: float | None = NOISE, loss: float = 1.0) -> list[dict]:
-    """Rows: a loss reading every 50 steps falling slowly, and evaluations (step, probe, knn); step 0's carries the
-    measured noise unless `noise` is None."""
-    rows = []
-    by_step = {s: (p, k) for s, p, k in evals}
-    for step in range(0, max(by_step) + 1, 50):
-        row: dict = {"step": step, "loss": loss * (1 - step / 2000)}
-        if step in by_step:
-            row["linear_probe/val_acc"], row["knn/accuracy"] = by_step[step]
-            if step == 0 and noise is not None:
-                row["linear_probe/val_acc_noise"] = row["knn/accuracy_noise"] = noise
-        rows.append(row)
-    return rows
 
 
 def test_label_calls_a_run_that_ends_worse_than_init_harmful_from_the_start_of_its_last_stretch():
