@@ -13,7 +13,8 @@ Owns:
   trains);
 - `plan`: the config form's values turned into a validated `Plan` (preset, overrides, Config);
 - `detached`: starting `python -m jepa_core.train` in its own session, its log under `<runs_dir>/.logs/`;
-- `live`: `LiveRun`, one run kept up to date by reading only the bytes appended to its metrics.jsonl;
+- `live`: `LiveRun`, one run kept up to date by reading only the bytes appended to its metrics.jsonl (decoded and
+  framed by the same reader as `jepa_core.metrics.reader.read_metrics`);
 - `markup`: the one escaper for text put into `mo.md` (markdown and HTML), and the report header in markdown;
 - `panel`: the progress panel's HTML and the mask overlay picture.
 
