@@ -212,7 +212,7 @@ def test_rewind_here_branches_from_the_alert_row_and_follows_the_detached_branch
             f"Could not rewind: {parent} has no warning ema_runaway alert at step 46")
         said = session.rewind(parent, alert, form, "from-the-table")
         assert said.startswith("Rewound blown to step 30 as from-the-table (faults.lr_blowup_factor = 1.0): pid ")
-        launched = session._detached
+        launched = session.state.launched
         with killed_if_left(launched):
             assert session.wait(120) and launched.process.wait(60) == 0
         assert session.view().status == "finished" and session.view().run_dir == runs / "from-the-table"

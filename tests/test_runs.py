@@ -9,6 +9,7 @@ import socket
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from jepa_core.workbench import runs
@@ -172,6 +173,69 @@ def test_live_run_follows_appended_rows_and_applies_resume_purge(tmp_path: Path)
     assert list(scalars.loc[scalars["step"] >= 9, "loss"]) == [9.0]
     assert list(live.table.alerts["rule"]) == ["divergence"]
     assert live.table.alerts["message"].iloc[-1] == XSS
+
+
+def test_a_followed_table_equals_a_one_shot_read_after_every_poll(tmp_path: Path) -> None:
+    """The live path and `read_metrics` share one row reader: polled after each piece of a stream written in
+    pieces (cut between lines and inside them), the live frames equal a one-shot read of the file so far, columns,
+    dtypes and rows, through a resume whose attempt 2 purges attempt 1's later rows and alerts."""
+    import pandas as pd
+
+    from jepa_core.metrics.reader import read_metrics
+    from jepa_core.metrics.stream import encode_row
+
+    def alert(step: int, attempt: int, rule: str) -> dict:
+        return {"step": step, "attempt": attempt, "event": "alert", "rule": rule, "severity": "warning",
+                "metric": "loss", "value": float("nan") if step == 3 else 2.0, "message": f"{rule} at {step}"}
+
+    lines = []
+    for step in range(10):  # attempt 1: int, bool, text and late metrics, a NaN, events, a bad line
+        row = {"step": step, "attempt": 1, "loss": 1.0 / (step + 1), "data/skipped_images": step % 3,
+               "flag": step % 2 == 0, "note": "text is left out"}
+        if step >= 4:
+            row["knn/accuracy"] = 0.1 * step
+        if step == 5:
+            row["loss"] = float("nan")
+        lines.append(encode_row(row))
+        if step == 2:
+            lines.append(encode_row({"step": 2, "attempt": 1, "event": "cadence", "basic_every_steps": 5}))
+        if step in (3, 7):
+            lines.append(encode_row(alert(step, 1, f"rule{step}")))  # the one at step 7 is purged by attempt 2
+        if step == 6:
+            lines += ["not json", ""]
+    for step in range(6, 13):  # attempt 2 resumed from step 5's checkpoint
+        lines.append(encode_row({"step": step, "attempt": 2, "loss": 5.0 + step, "lr": 1e-3}))
+        if step == 8:
+            lines.append(encode_row(alert(step, 2, "rule8")))
+    text = "".join(line + "\n" for line in lines).encode()
+    ends, offset = [], 0  # where each piece ends: after every second line, and inside a line now and then
+    for i, line in enumerate(lines):
+        if i % 5 == 2 and len(line) > 10:
+            ends.append(offset + len(line) // 2)  # a torn last line: neither reader takes it for a row
+        offset += len(line) + 1
+        if i % 2 == 1 or i == len(lines) - 1:
+            ends.append(offset)
+    assert ends == sorted(ends) and ends[-1] == len(text)
+
+    run = tmp_path / "live"
+    run.mkdir()
+    live = LiveRun(run)  # no stream yet: followed
+    path, written = run / "metrics.jsonl", 0
+    for end in ends:
+        with open(path, "ab") as handle:
+            handle.write(text[written:end])
+        written = end
+        live.poll()
+        want = read_metrics(path)
+        pd.testing.assert_frame_equal(live.table.scalars, want.scalars, check_exact=True)
+        pd.testing.assert_frame_equal(live.table.alerts, want.alerts, check_exact=True)
+    scalars, alerts = live.table.scalars, live.table.alerts
+    assert scalars["step"].tolist() == list(range(13))
+    assert scalars["attempt"].tolist() == [1] * 6 + [2] * 7
+    assert alerts["rule"].tolist() == ["rule3", "rule8"]
+    assert list(scalars.columns) == ["step", "attempt", "loss", "data/skipped_images", "flag", "knn/accuracy", "lr"]
+    assert set(scalars.dtypes.iloc[2:]) == {np.dtype(np.float64)}  # ints and bools too, as read_metrics has them
+    assert live.poll() is False  # nothing new
 
 
 def test_live_run_reads_a_finished_run_once(tmp_path: Path) -> None:

@@ -194,7 +194,7 @@ def test_launch_detached_list_reattach_cadence_stop(session: TrainingSession, tm
     run = runs_dir / "far"
     session.set_cadences(plan.cadences)
     assert session.launch_detached(plan).startswith("Launched pid")
-    launched = session._detached
+    launched = session.state.launched
     with killed_if_left(launched):
         # Listed afresh on demand: the run appears once its writer holds it
         wait_until(lambda: [r.path for r in session.running_runs()] == [run], what="the run in the list")
@@ -231,7 +231,7 @@ def test_resume_goes_on_with_a_stopped_run_to_its_end(session: TrainingSession, 
     assert [r.path for r in session.resumable_runs()] == [run]
     said = session.resume(run)
     assert said.startswith("Resuming again from its latest checkpoint (it was stopped at step 5): pid ")
-    launched = session._detached
+    launched = session.state.launched
     with killed_if_left(launched):
         assert session.wait(120)
         assert launched.process.wait(60) == 0
@@ -253,7 +253,7 @@ def test_a_resume_that_cannot_start_says_why(session: TrainingSession, tmp_path:
     assert session.wait(120) and meta(run)["status"] == words.STOPPED
     (run / "config.toml").write_text("[optim\n")  # damaged after the run stopped
     session.resume(run)
-    launched = session._detached
+    launched = session.state.launched
     with killed_if_left(launched):
         assert session.wait(120) and launched.process.wait(60) != 0
     view = session.view()
@@ -290,7 +290,7 @@ def test_a_resumed_run_is_not_read_from_its_old_meta_when_the_trainer_takes_it_b
     monkeypatch.setattr(following, "meta_stamp", lambda path: now()[0])
     monkeypatch.setattr(following, "run_info", read_info)
     launched = DetachedRun(pid=0, run_dir=run, log_path=tmp_path / "again.log", resumed=True, launch_stamp=1)
-    with session._lock:
-        session._follow_run(run, launched, words.RUNNING, "", "Resuming again")
+    with session.state.lock:
+        session.detached.follow_run(run, launched, words.RUNNING, "", "Resuming again")
     assert session.wait(30)
     assert session.view().status == words.FINISHED

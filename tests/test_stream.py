@@ -130,6 +130,14 @@ def test_sparse_rows_give_nan_gaps_and_typed_columns(tmp_path):
     assert std[0] == 0.2 and math.isnan(std[1]) and std[2] == 0.2
 
 
+def test_metric_columns_come_in_the_order_of_the_line_that_first_holds_each(tmp_path):
+    # Lines 0 and 2 share a length bucket, line 1 (long) does not: the scan decodes line 2 before line 1, and the
+    # columns still come in file order, the order a live table fed a line at a time has (test_runs.py).
+    path = tmp_path / "m.jsonl"
+    write_rows(path, [{"step": 0, "a": 1.0}, {"step": 1, "b": 2.0, "padding/" + "x" * 80: 0.0}, {"step": 2, "c": 3.0}])
+    assert list(read_metrics(path).scalars.columns) == ["step", "attempt", "a", "b", "padding/" + "x" * 80, "c"]
+
+
 def test_torn_final_line_is_skipped_and_counted(tmp_path):
     path = tmp_path / "m.jsonl"
     write_rows(path, [{"step": 0, "loss": 1.0}, {"step": 1, "loss": 0.9}])

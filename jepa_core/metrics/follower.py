@@ -1,4 +1,10 @@
-"""Following a live metrics.jsonl (design §5): each poll reads only the bytes appended since the previous one."""
+"""Following a live metrics.jsonl (design §5): each poll reads only the bytes appended since the previous one.
+
+`poll_bytes` hands over the complete lines appended since the last poll, undecoded: a live table feeds them to the
+one row reader (`jepa_core.metrics.line_scan.Scan`, framed by `jepa_core.metrics.reader.scan_table`; see
+jepa_core.workbench.live). `poll` / `poll_update` decode the same lines into row dicts, one by one, for callers that
+want rows rather than a table.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,12 @@ _TAIL_CHECK_BYTES = 64  # bytes before our offset re-read each poll to notice a 
 
 
 @dataclass
+class FollowBytes:
+    data: bytes  # the complete lines ("\n" included) appended since the previous poll, in file order
+    reset: bool = False  # the file was truncated or replaced: discard everything read before
+
+
+@dataclass
 class FollowUpdate:
     rows: list[dict]  # new complete rows, decoded, in file order
     reset: bool = False  # the file was truncated or replaced: discard everything read before
@@ -20,7 +32,10 @@ class FollowUpdate:
 
 
 class MetricsFollower:
-    """Tail a live metrics.jsonl: each poll reads only the bytes appended since the previous one."""
+    """Tail a live metrics.jsonl: each poll reads only the bytes appended since the previous one.
+
+    One follower serves one kind of caller: `line_no`, `bad_lines` and the attempt seen are kept by `poll_update`,
+    so a caller of `poll_bytes` (which decodes elsewhere) does not mix in `poll_update` calls."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
@@ -40,12 +55,12 @@ class MetricsFollower:
     def poll(self) -> list[dict]:
         return self.poll_update().rows
 
-    def poll_update(self) -> FollowUpdate:
-        self.purged_from_step = None
+    def poll_bytes(self) -> FollowBytes:
+        """The complete lines appended since the last poll (a partial last line is held back until its "\n")."""
         try:
             stat = os.stat(self.path)
         except FileNotFoundError:
-            return FollowUpdate(rows=[], reset=self._forget_file())
+            return FollowBytes(b"", reset=self._forget_file())
         reset = False
         identity = (stat.st_dev, stat.st_ino)
         if self._identity not in (None, identity) or stat.st_size < self.offset:
@@ -59,14 +74,20 @@ class MetricsFollower:
                 reset = True
                 new = self._read_new(handle, stat.st_size) or b""
         if not new:
-            return FollowUpdate(rows=[], reset=reset)
+            return FollowBytes(b"", reset=reset)
         self.offset += len(new)
         self._tail = (self._tail + new)[-_TAIL_CHECK_BYTES:]
         data = self._pending + new
         cut = data.rfind(b"\n") + 1
         self._pending = data[cut:]
+        return FollowBytes(data[:cut], reset=reset)
+
+    def poll_update(self) -> FollowUpdate:
+        """The rows appended since the last poll, decoded, and whether a newer attempt began among them."""
+        self.purged_from_step = None
+        appended = self.poll_bytes()
         rows: list[dict] = []
-        for line in data[:cut].split(b"\n")[:-1]:
+        for line in appended.data.split(b"\n")[:-1]:
             self.line_no += 1
             if not line.strip():
                 continue
@@ -82,7 +103,7 @@ class MetricsFollower:
             if self._max_attempt is None or attempt > self._max_attempt:
                 self._max_attempt = attempt
             rows.append(row)
-        return FollowUpdate(rows=rows, reset=reset, purge_from_step=self.purged_from_step)
+        return FollowUpdate(rows=rows, reset=appended.reset, purge_from_step=self.purged_from_step)
 
     def _read_new(self, handle: Any, size: int) -> bytes | None:
         """Bytes after our offset, or None when the last bytes we read before it are no longer there."""

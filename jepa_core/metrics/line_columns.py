@@ -35,6 +35,9 @@ class LineColumns:
         self.attempt = np.empty(0, np.int64)
         self.is_metric = np.empty(0, bool)
         self.metrics: dict[str, np.ndarray] = {}
+        # metric key -> the first line holding it: the table's column order, the same however the file was cut
+        # into blocks (a live follower feeds it a poll at a time, `read_metrics` a few MB at a time)
+        self.first_line: dict[str, int] = {}
 
     def grow(self, capacity: int) -> None:
         if capacity > self.capacity:
@@ -58,8 +61,16 @@ class LineColumns:
         self.step[index], self.attempt[index], self.is_metric[index] = steps, attempts, True
 
     def put_metric(self, key: str, index: np.ndarray, values: np.ndarray) -> None:
+        """`values` at the lines `index` (ascending, as both decode paths pass them) of `key`'s column."""
         column = self.metrics.get(key)
         if column is None:
             column = self.metrics[key] = np.empty(self.capacity)
             column[: self.used] = math.nan
         column[index] = values
+        first = int(index[0])
+        if first < self.first_line.get(key, first + 1):
+            self.first_line[key] = first
+
+    def keys_in_file_order(self) -> list[str]:
+        """Metric keys by the first line that holds each (ties: in the order they were put, i.e. the row's)."""
+        return sorted(self.metrics, key=self.first_line.__getitem__)

@@ -1,5 +1,8 @@
 """One pass over the lines of metrics.jsonl into per-line columns, events and bad lines (design §5), for `reader`.
 
+A whole file is fed block by block (`read_metrics`); a followed one poll by poll, each poll's complete appended lines
+as one block (jepa_core.workbench.live). Lines keep their index in the file either way.
+
 Most of the cost of reading JSON rows is building a dict per row. The scan avoids that: the lines of each
 block are grouped by a cheap signature (their length in 64-byte buckets, from newline offsets found by numpy), and
 each group is decoded by ONE msgspec call into a `Struct` whose fields are exactly the keys of the group's first

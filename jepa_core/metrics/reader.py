@@ -1,7 +1,10 @@
-"""Reading metrics.jsonl into columnar frames (design §5): `read_metrics` and `MetricsTable`.
+"""Reading metrics.jsonl into columnar frames (design §5): `read_metrics`, `scan_table` and `MetricsTable`.
 
-`read_metrics` feeds the file block by block to `jepa_core.metrics.line_scan` (the fast decode: per-line columns,
-events and bad lines), then applies the resume purge and builds the frames here.
+There is one row reader. `read_metrics` feeds the file block by block to a `jepa_core.metrics.line_scan.Scan` (the
+fast decode: per-line columns, events and bad lines); a live run (jepa_core.workbench.live) feeds its `Scan` the
+complete lines appended since its last poll (jepa_core.metrics.follower). Either way `scan_table` applies the resume
+purge and builds the frames, so a followed table and a one-shot read of the same file are equal frames (once its
+last line is complete: a follower holds an unterminated line back, a one-shot read keeps it if it decodes).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import pandas as pd
 from jepa_core.metrics.line_scan import Scan
 from jepa_core.metrics.stream import ALERT_COLUMNS, READ_CHUNK_BYTES, _blocks, _keep_mask, _purge_thresholds
 
-__all__ = ["MetricsTable", "read_metrics"]
+__all__ = ["MetricsTable", "read_metrics", "scan_table"]
 
 
 @dataclass
@@ -48,18 +51,24 @@ def read_metrics(path: str | os.PathLike, chunk_bytes: int = READ_CHUNK_BYTES) -
             scan.columns.grow(int(size * data.count(b"\n", 0, end) / end * 1.1) + 64)
         scan.add_block(data, end)
         del data  # free this block before reading the next one
-    return _table(scan)
+    return scan_table(scan, consume=True)
 
 
-def _table(scan: Scan) -> MetricsTable:
-    """The scan's rows and events that the resume purge keeps, as frames."""
+def scan_table(scan: Scan, consume: bool = False) -> MetricsTable:
+    """The scan's rows and events that the resume purge keeps, as frames: the one place rows become a table.
+
+    scalars: step, attempt (int64), then one float64 column per metric with a numeric value (ints and bools
+    included; text is left out), in the order of the line that first holds each. The frames are copies: the scan
+    may go on reading. `consume` frees each of the scan's per-line buffers as it is copied (a one-shot read is done
+    with its scan; a live one is not)."""
     lines, columns = scan.lines, scan.columns
     thresholds = _purge_thresholds({attempt: step for attempt, (_, step) in scan.first_row.items()})
     steps, attempts = columns.step[:lines], columns.attempt[:lines]
     keep = columns.is_metric[:lines] & _keep_mask(steps, attempts, thresholds)
-    scalars = {"step": steps[keep], "attempt": attempts[keep]}
-    for key in list(columns.metrics):
-        scalars[key] = columns.metrics.pop(key)[:lines][keep]  # each per-line buffer is freed as we go
+    scalars = {"step": steps[keep], "attempt": attempts[keep]}  # boolean indexing copies
+    for key in columns.keys_in_file_order():
+        column = columns.metrics.pop(key) if consume else columns.metrics[key]
+        scalars[key] = column[:lines][keep]  # consumed: each per-line buffer is freed as we go
     kept_events = [row for _, row in sorted(scan.events, key=itemgetter(0))
                    if row["step"] < thresholds[row.get("attempt", 0)]]
     return MetricsTable(
