@@ -7,8 +7,10 @@ alert rows, a resume whose attempt 2 restarts 100 steps back), then prints, for 
 best wall time and best CPU time of `--repeats` runs (alternating between the two), their ratio, and the peak
 memory each needs (peak RSS, sampled every 5 ms, of a fresh child process minus its RSS after imports). CPU
 time is reported beside wall time because the machine may be shared.
-Finally it grows a file by a fixed number of rows per step and times `MetricsFollower.poll`: the cost per call
-should stay flat while the file grows, since each poll reads only the new bytes.
+Then it grows a file by a fixed number of rows per step and times `MetricsFollower.poll`: the cost per call
+should stay flat while the file grows, since each poll reads only the new bytes. Last, what the notebooks pay:
+`LiveRun.poll` (the followed bytes decoded by the same row reader as `read_metrics`, and the frames rebuilt from
+every row followed so far) on runs of growing length, 200 new rows a poll; that cost grows with the run's length.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import pandas as pd
 from jepa_core.metrics.follower import MetricsFollower
 
 from jepa_core.metrics.reader import read_metrics
+from jepa_core.workbench.live import LiveRun
 
 BASIC = ["loss", "lr", "wd", "grad_norm", "ema_tau", "time/step_seconds", "time/data_seconds",
          "time/samples_per_second", "time/eta_seconds", "system/cpu_percent"]
@@ -98,6 +101,7 @@ _MEMORY_PROBE = """
 import sys, threading, time, psutil
 import pandas as pd
 from jepa_core.metrics.reader import read_metrics
+from jepa_core.workbench.live import LiveRun
 process = psutil.Process()
 base = peak = process.memory_info().rss
 done = threading.Event()
@@ -165,6 +169,29 @@ def follower_cost_by_new_rows(directory: Path, sizes: tuple[int, ...] = (100, 1_
     return results
 
 
+def live_poll_costs(directory: Path, histories: tuple[int, ...] = (10_000, 100_000, 300_000), polls: int = 10,
+                    rows_per_poll: int = 200) -> list[tuple[int, float]]:
+    """(rows already followed, median CPU ms of a LiveRun.poll that brings `rows_per_poll` new rows)."""
+    encoder = msgspec.json.Encoder()
+    results = []
+    for history in histories:
+        run = directory / f"live_run_{history}"
+        run.mkdir()
+        (run / "meta.json").write_text('{"status": "running"}')  # a live run: followed, not read once
+        write_file(run / "metrics.jsonl", history, seed=1)
+        live = LiveRun(run)
+        source = synthetic_rows(polls * rows_per_poll, seed=2, start_step=10**7, attempt=3)
+        costs = []
+        for _ in range(polls):
+            with open(run / "metrics.jsonl", "ab") as handle:
+                handle.write(b"".join(encoder.encode(next(source)) + b"\n" for _ in range(rows_per_poll)))
+            cpu = time.process_time()
+            live.poll()
+            costs.append((time.process_time() - cpu) * 1000)
+        results.append((history, sorted(costs)[len(costs) // 2]))
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -213,6 +240,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{'new rows':>9}{'CPU ms':>9}{'us/row':>8}")
         for count, cpu_ms in follower_cost_by_new_rows(directory):
             print(f"{count:>9}{cpu_ms:>9.2f}{cpu_ms * 1000 / max(count, 1):>8.1f}")
+        print()
+        print("LiveRun.poll (the notebooks' table): 200 new rows a poll, median of 10 polls")
+        print(f"{'rows followed':>14}{'CPU ms':>9}")
+        for history, cpu_ms in live_poll_costs(directory):
+            print(f"{history:>14,}{cpu_ms:>9.2f}")
 
 
 if __name__ == "__main__":

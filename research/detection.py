@@ -11,7 +11,8 @@ hold none that it fires on.
 The library is split by seed and by setting (research/cases.py): thresholds are chosen on the tuning split; the
 test split is every round recorded since the rules and thresholds last changed (research/rounds.py:
 FIRST_TEST_ROUND on): other seeds and settings never tuned on, all recorded after the rules were frozen. Both are
-printed and named.
+printed and named, the shapes library first, then each family of real images recorded in research/data/real/
+(research/real_split.py: digits a tuning family, clothes and photos test families).
 
     python research/detection.py               # both splits, a summary each; exit 1 when a target is missed
     python research/detection.py --split tune  # only the tuning split (the one to look at while tuning)
@@ -329,8 +330,26 @@ def main(argv: list[str] | None = None) -> int:
         if missed:
             print(f"targets MISSED on the {split} split: " + "; ".join(missed))
         failed += missed
+    failed += real_families(args.split)
     print("\ntargets met" if not failed else f"\n{len(failed)} target(s) missed")
     return 1 if failed else 0
+
+
+def real_families(split: str) -> list[str]:
+    """The recorded real-image families of `split` judged by the same label (research/real_split.py): their report,
+    and a line for each family that missed a target."""
+    import real_split
+
+    failed = []
+    for family, family_split in sorted(real_split.FAMILIES.items()):
+        root = real_split.RECORDED / family
+        if split not in (family_split, "both") or not root.is_dir():
+            continue
+        lines, missed = real_split.summary(family, real_split.judge_family(root))
+        print("\nREAL IMAGES, " + "\n".join(lines))
+        if missed:
+            failed.append(f"{missed} on the real-image family {family}")
+    return failed
 
 
 if __name__ == "__main__":

