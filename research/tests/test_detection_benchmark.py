@@ -1102,3 +1102,17 @@ def test_a_study_of_the_labels_edge_takes_a_fraction_between_0_and_1(capsys):
             DETECTION.main(["--collapse-fraction", bad])
         assert exit_info.value.code == 2
         assert f"--collapse-fraction must lie between 0 and 1, not {float(bad)}" in capsys.readouterr().err
+
+
+def test_the_real_image_families_of_a_split_are_judged_after_the_shapes(capsys):
+    import real_split
+
+    for split in ("tune", "test"):
+        failed = DETECTION.real_families(split)
+        out = capsys.readouterr().out
+        printed = set(re.findall(r"REAL IMAGES, (\w+) \((\w+)\)", out))
+        assert printed == {(family, split) for family, s in real_split.FAMILIES.items() if s == split}
+        # a family that misses a target is named in what counts toward the exit code
+        assert all(any(f"family {family}" in line for family, _ in printed) for line in failed)
+    DETECTION.real_families("both")
+    assert {f for f, _ in re.findall(r"REAL IMAGES, (\w+) \((\w+)\)", capsys.readouterr().out)} == set(real_split.FAMILIES)

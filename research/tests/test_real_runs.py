@@ -157,7 +157,8 @@ def test_the_real_split_counts_a_healthy_run_that_ends_worse_than_init_as_harm_a
     import real_split
 
     verdicts = {v.name: v for v in real_split.judge_family(real_split.RECORDED / "digits")}
-    assert set(verdicts) == set(real_split.RUNS)
+    # every recorded digits run is judged, and only the runs the family records
+    assert set(verdicts) == {d.name for d in (real_split.RECORDED / "digits").iterdir()} <= set(real_split.RUNS)
     assert verdicts["healthy_s31"].harm_step is not None and verdicts["healthy_s31"].first_critical == 300
     for twin in ("healthy_s33", "healthy_s36"):  # the runs without the faults: benign, and silent
         assert verdicts[twin].harm_step is None and not verdicts[twin].alerts
