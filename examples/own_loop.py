@@ -151,6 +151,7 @@ def main(argv=None):
     if rank == 0 and monitor.enabled:
         print(f"{monitor.close()} at step {monitor.last_step}: runs/{args.name} ({seconds:.1f} s)")
     if world > 1:
+        torch.distributed.barrier()  # every rank leaves together: none tears down gloo while rank 0 still writes
         torch.distributed.destroy_process_group()
     return seconds
 
