@@ -116,8 +116,8 @@ class DiagnosticsConfig:
 @dataclass
 class EvalConfig:
     knn_k: Positive[int] = 20  # neighbours the kNN classifier votes with
-    # L-BFGS iterations of the linear probe on the frozen features. Fewer leave trained features under-fitted
-    # before random ones: 20 scored a digits encoder 9 points below random init where 100 scored it level.
+    # L-BFGS iterations of the linear probe on the frozen features (fewer leave trained features under-fitted
+    # before random ones: 20 scored a digits encoder 9 points below random init where 100 scored it level).
     probe_epochs: Positive[int] = 100
     at_start: bool = True  # step-0 evaluation gives the random-init baseline
     # At the step-0 evaluation, the held-out split is also scored on this many other random halvings: their spread is
