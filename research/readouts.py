@@ -32,6 +32,7 @@ from PIL import Image
 from torch import Tensor, nn
 
 from jepa_core.data.base import normalize_images
+from jepa_core.data.transforms import centre_square_box, crop_to_tensor
 from jepa_core.method.model import build_jepa
 from jepa_core.method.probes import linear_probe
 from jepa_core.run.checkpoint import load_checkpoint
@@ -44,9 +45,9 @@ READOUTS = ("all", "foreground", "background", "grid2")
 def centre_images(images: np.ndarray, size: int) -> Tensor:
     """uint8 [N, 3, size, size] from grey [N, H, W] or RGB [N, H, W, 3] images, resized whole (the evaluation's
     centre crop of a square image)."""
-    def one(image: np.ndarray) -> Tensor:
-        resized = Image.fromarray(image).convert("RGB").resize((size, size), Image.Resampling.BILINEAR)
-        return torch.from_numpy(np.array(resized, dtype=np.uint8)).permute(2, 0, 1)
+    def one(image: np.ndarray) -> Tensor:  # the evaluation's own crop and resize
+        picture = Image.fromarray(image)
+        return crop_to_tensor(picture, centre_square_box(*picture.size), size)
     return torch.stack([one(image) for image in images])
 
 
