@@ -25,6 +25,7 @@ from pathlib import Path
 
 from jepa_core.alerts.engine import RuleEngine, evaluate_rows
 from jepa_core.metrics.stream import encode_row
+from jepa_core.workbench.doctor import run_facts
 
 REPO = Path(__file__).resolve().parent.parent
 RECORD_DIR = REPO / "data" / "runs"
@@ -52,7 +53,7 @@ def cases(seeds: int) -> list[Case]:
              "target_copies_online", "ema_stalled"),
         Case("fault_target_gradients", ("faults.target_gradients=true",), "target_gradients", "target_gradients"),
         Case("fault_lr_blowup", ("faults.lr_blowup_factor=50.0",), "lr_blowup", "divergence"),
-        Case("fault_collapse", ("faults.collapse_weight=3.0",), "collapse", "variance_collapse"),
+        Case("fault_collapse", ("faults.collapse_weight=3.0",), "collapse", "steady_collapse"),
     ]
     return healthy + faults
 
@@ -148,9 +149,10 @@ def live_alerts(rows: list[dict]) -> set[tuple[str, int, str]]:
     return {(r["rule"], r["step"], r["severity"]) for r in rows if r.get("event") == "alert"}
 
 
-def current_alerts(rows: list[dict]) -> set[tuple[str, int, str]]:
-    """(rule, step, severity) of each alert the current rules raise over a stream's metric rows."""
-    return {(a.rule, a.step, a.severity) for a in evaluate_rows(r for r in rows if "event" not in r)}
+def current_alerts(rows: list[dict], facts: dict | None = None) -> set[tuple[str, int, str]]:
+    """(rule, step, severity) of each alert the current rules raise over a stream's metric rows, with the run's
+    facts (`run_facts`: its clock, lr schedule and width) as `jepa doctor` and the trainer judge it."""
+    return {(a.rule, a.step, a.severity) for a in evaluate_rows((r for r in rows if "event" not in r), **(facts or {}))}
 
 
 def _rederive_alerts(src: Path, dest: Path) -> bool:
@@ -159,10 +161,11 @@ def _rederive_alerts(src: Path, dest: Path) -> bool:
     must read the same in `jepa doctor`, which merges recorded and fresh alerts, as it does in this benchmark."""
     lines = src.read_text(encoding="utf-8").splitlines()
     rows = [json.loads(line) for line in lines]
-    if live_alerts(rows) == current_alerts(rows):
+    facts = run_facts(src.parent)
+    if live_alerts(rows) == current_alerts(rows, facts):
         shutil.copy2(src, dest)
         return False
-    engine, out = RuleEngine(), []
+    engine, out = RuleEngine(**facts), []
     for line, row in zip(lines, rows):
         if row.get("event") == "alert":
             continue

@@ -34,6 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from jepa_core.alerts.base import Alert
+from jepa_core.alerts.clock import RunClock
 from jepa_core.alerts.engine import RuleEngine
 from jepa_core.common.atomic import atomic_write, write_json_atomic
 from jepa_core.config import CADENCE_KEYS, Config, apply_overrides, config_to_dict, load_config
@@ -187,7 +188,8 @@ class JEPAMonitor:
                 if project:
                     sinks.append(sink(project=project, name=self.paths.root.name, config=config_to_dict(cfg)))
             self.logger = MetricLogger(sinks, rank=0)
-            self.rules = RuleEngine(cfg.rules, feature_dim=cfg.model.embed_dim, lr_schedule=LrSchedule.of(cfg.optim))
+            self.rules = RuleEngine(cfg.rules, feature_dim=cfg.model.embed_dim, lr_schedule=LrSchedule.of(cfg.optim),
+                                    clock=RunClock.of(cfg))
             self.control: ControlWatcher | None = ControlWatcher(self.paths.root)
         else:
             self.logger, self.rules, self.control = MetricLogger([], rank=self.dist.rank), None, None

@@ -12,8 +12,8 @@ The library is split by seed and by setting (research/cases.py): thresholds are 
 test split is every round recorded since the rules and thresholds last changed (research/rounds.py:
 FIRST_TEST_ROUND on): other seeds and settings never tuned on, all recorded after the rules were frozen. Both are
 printed and named, the shapes library first, then each family of real images recorded in research/data/real/
-(research/real_split.py: digits a tuning family, clothes and photos test families; left out when `--library` names
-another library).
+(research/real_split.py: digits a tuning family, clothes and photos and their second rounds test families; left out
+when `--library` names another library), and how well each label-free estimator tracks the probe on them.
 
     python research/detection.py               # both splits, a summary each; exit 1 when a target is missed
     python research/detection.py --split tune  # only the tuning split (the one to look at while tuning)
@@ -340,17 +340,24 @@ def main(argv: list[str] | None = None) -> int:
 def real_families(split: str) -> list[str]:
     """The recorded real-image families of `split` judged by the same label (research/real_split.py): their report,
     and a line for each family that missed a target."""
+    import estimators
     import real_split
 
-    failed = []
+    failed, judged = [], []
     for family, family_split in sorted(real_split.FAMILIES.items()):
         root = real_split.RECORDED / family
         if split not in (family_split, "both") or not root.is_dir():
             continue
         lines, missed = real_split.summary(family, real_split.judge_family(root))
         print("\nREAL IMAGES, " + "\n".join(lines))
+        judged += sorted(d for d in root.iterdir() if (d / "config.toml").is_file())
         if missed:
             failed.append(f"{missed} on the real-image family {family}")
+    if judged:
+        # How well each label-free estimator follows the probe on these runs (research/estimators.py; the family is
+        # the image source, so a source's rounds are pooled).
+        print("\nlabel-free estimators against the linear probe (Spearman's rho), per image source:")
+        print("\n".join(estimators.report(judged)))
     return failed
 
 

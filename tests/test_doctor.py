@@ -167,7 +167,7 @@ def test_rules_config_is_passed_through(tmp_path: Path) -> None:
 
     run = write_run(tmp_path, healthy_rows(mutate=leak))
     assert diagnose(run).verdict == "critical"
-    assert diagnose(run, RulesConfig(mask_leak_max_overlap=0.05)).verdict == "healthy"
+    assert diagnose(run, RulesConfig(enabled=False)).verdict == "healthy"
 
 
 @pytest.mark.parametrize("case", ["missing", "no_metrics_in_dir", "empty", "garbage", "only_torn"])

@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from jepa_core.alerts.clock import REFERENCE_CLOCK, RunClock
 from jepa_core.alerts.detectors import TrendBreak
 from jepa_core.alerts.engine import RuleEngine, evaluate_rows
 from jepa_core.config import RulesConfig, apply_overrides, preset, save_config
@@ -50,8 +51,8 @@ def test_a_rank_that_reaches_the_floor_slowly_is_caught_by_the_floor_alone() -> 
     trend_only = floor_alerts(rows, RulesConfig(rank_floor_fraction=0.0))
     assert trend_only == []
     alerts = floor_alerts(rows)
-    first_below = next(r["step"] for r in rows if r["step"] >= RulesConfig().warmup_steps
-                       and r[TOKEN] < 0.08 * WIDTH)
+    first_below = next(r["step"] for r in rows if r["step"] >= REFERENCE_CLOCK.readings(RulesConfig().settle_readings)
+                       and r[TOKEN] < RulesConfig().rank_floor_fraction * WIDTH)
     assert [a.step for a in alerts] == [first_below]
 
 
@@ -66,8 +67,8 @@ def test_above_the_floor_without_a_width_or_turned_off_nothing_fires() -> None:
 
 
 def test_the_floor_rearms_after_clear_readings() -> None:
-    cfg = RulesConfig(rank_break=1000.0)  # the floor alone
-    low, high = {"step": 0, TOKEN: 7.0}, {"step": 0, TOKEN: 9.0}
+    cfg = RulesConfig(trend_break=1000.0)  # the floor alone
+    low, high = {"step": 0, TOKEN: 7.0}, {"step": 0, TOKEN: 11.0}
     steps = range(100, 100 + 20 * (3 + cfg.rearm_readings + 1), 20)
     pattern = [low] * 3 + [high] * cfg.rearm_readings + [low]
     rows = [dict(r, step=s) for r, s in zip(pattern, steps)]
@@ -183,7 +184,7 @@ def test_a_trend_waits_for_its_readings_to_span_the_steps_asked() -> None:
 
 
 def test_a_trend_whose_first_reading_is_at_step_0_measures_its_span_from_there() -> None:
-    # With rules.warmup_steps = 0 the first reading is at step 0: the span counts from it (a falsy 0 must not
+    # With rules.settle_readings = 0 the first reading is at step 0: the span counts from it (a falsy 0 must not
     # restart it at every reading, which would keep the trend from ever judging).
     detector = TrendBreak(20, 50, 2.0, 4.0, min_innovations=2, min_span_steps=100)
     totals = {}
@@ -202,7 +203,7 @@ def test_the_doctor_gives_online_collapse_the_runs_lr_warm_up(tmp_path) -> None:
     run = write_run(tmp_path, rows, embed_dim=WIDTH)
     # the probe-val half of the tiny preset's 4096 held-out shapes: eval_regression's binomial noise on old streams
     assert run_facts(run) == {"feature_dim": WIDTH, "lr_schedule": LrSchedule.of(preset("tiny").optim),
-                              "eval_count": 2048}
+                              "eval_count": 2048, "clock": RunClock.of(preset("tiny"))}
     assert run_facts(run)["lr_schedule"].warmup_steps == 80
     assert diagnose(run).alerts == []
     (run / "config.toml").unlink()

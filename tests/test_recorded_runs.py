@@ -16,7 +16,7 @@ import pytest
 
 from benchmark_util import load_benchmark
 from jepa_core.config import apply_overrides, config_to_dict, load_config, preset
-from jepa_core.workbench.doctor import EXIT_ALERTS, EXIT_HEALTHY, doctor_main
+from jepa_core.workbench.doctor import EXIT_ALERTS, EXIT_HEALTHY, doctor_main, run_facts
 from jepa_core.metrics.reader import read_metrics
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,7 +40,7 @@ def test_each_recorded_run_carries_the_alerts_the_current_rules_raise(run):
     # A rule change must be followed by `python benchmarks/demo_runs.py --rederive`: `jepa doctor` and the monitor
     # merge a run's recorded alert rows with fresh ones, and a stale severity would read as a different verdict.
     rows = [json.loads(line) for line in (RUNS / run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert BENCHMARK.live_alerts(rows) == BENCHMARK.current_alerts(rows), run
+    assert BENCHMARK.live_alerts(rows) == BENCHMARK.current_alerts(rows, run_facts(RUNS / run)), run
 
 
 def test_every_benchmark_run_is_recorded():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jepa_core.alerts.windows import WINDOW_PREFIXES, WINDOW_SUFFIX, rewind_reserve, rewind_step_before, \
+from jepa_core.alerts.windows import OWN_WINDOWS, rewind_reserve, rewind_step_before, \
     rule_window_steps
 from jepa_core.cli import main as jepa
 from jepa_core.config import RulesConfig, apply_overrides, preset
@@ -34,7 +34,7 @@ SMALL = [
     "diagnostics.mask_check_every_steps=5", "diagnostics.covariance_every_steps=50",
     "diagnostics.param_distance_every_steps=50", "diagnostics.weights_health_every_steps=50",
     "diagnostics.eval_every_steps=1000", "logging.checkpoint_every_steps=10", "logging.keep_checkpoints=1",
-    "rules.warmup_steps=10", "rules.divergence_warmup_steps=10",
+    "rules.settle_readings=2", "rules.divergence_settle_fraction=0.14",
 ]
 FAULT = ["faults.start_step=40", "faults.lr_blowup_factor=30.0"]
 
@@ -167,17 +167,18 @@ def test_rewind_to_step_zero_starts_from_the_initial_weights(runs, capsys):
 
 # ------------------------------------------------------------------------------------------------ windows
 def test_every_window_setting_belongs_to_a_rule():
-    windows = [f.name for f in dataclasses.fields(RulesConfig) if f.name.endswith(WINDOW_SUFFIX)]
-    claimed = [w for w in windows if any(w.startswith(p) for p in WINDOW_PREFIXES.values())]
+    windows = {f.name for f in dataclasses.fields(RulesConfig)
+               if f.name.endswith("_readings") and ("window" in f.name or "recent" in f.name)}
+    claimed = {name for names in OWN_WINDOWS.values() for name in names}
     assert windows and claimed == windows
-    assert set(WINDOW_PREFIXES) <= set(registry.rules())
+    assert set(OWN_WINDOWS) <= set(registry.rules())
 
 
 def test_a_rule_window_is_its_own_window_or_one_interval_of_the_metric_that_fired():
     cfg = apply_overrides(preset("tiny"), ["diagnostics.eval_every_steps=400", "diagnostics.basic_every_steps=10",
                                            "diagnostics.param_distance_every_steps=50"])
     assert rule_window_steps("eval_regression", cfg.rules, cfg.diagnostics, "knn/accuracy") == 400
-    assert rule_window_steps("steady_collapse", cfg.rules, cfg.diagnostics) == cfg.rules.steady_window_steps
+    assert rule_window_steps("steady_collapse", cfg.rules, cfg.diagnostics) == 10 * cfg.rules.steady_window_readings
     assert rule_window_steps("ema_runaway", cfg.rules, cfg.diagnostics, "ema/relative_param_l2") == 50
     assert rule_window_steps("ema_runaway", cfg.rules, cfg.diagnostics, "ema/fixed_batch_distance") == \
         max(20, cfg.diagnostics.fixed_batch_every_steps)

@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from jepa_core.alerts.detectors import (EpisodeGate, FallFromStable, FallingAgain, FallOverWindow, FirstDescent, OneSidedCusum, RobustBaseline,
+from jepa_core.alerts.detectors import (EpisodeGate, FallFromStable, FallOverWindow, FirstDescent, OneSidedCusum, RobustBaseline,
                                         TrendBreak)
 from jepa_core.alerts.base import Alert, Rule
+from jepa_core.alerts.clock import REFERENCE_CLOCK, RunClock
 from jepa_core.alerts.collapse import FirstDescentGate
 from jepa_core.alerts.engine import RuleEngine, build_rules, evaluate_rows
 from jepa_core.config import RulesConfig
@@ -67,12 +68,12 @@ def synthetic_run(seed: int, steps: int = STEPS, mutate: Mutator | None = None, 
     return rows
 
 
-def alerts_of(rows: list[dict], rule: str, cfg: RulesConfig | None = None) -> list[Alert]:
-    return [a for a in evaluate_rows(rows, cfg) if a.rule == rule]
+def alerts_of(rows: list[dict], rule: str, cfg: RulesConfig | None = None, clock: RunClock | None = None) -> list[Alert]:
+    return [a for a in evaluate_rows(rows, cfg, clock=clock) if a.rule == rule]
 
 
-def single_alert(rows: list[dict], rule: str, lo: int, hi: int) -> Alert:
-    found = alerts_of(rows, rule)
+def single_alert(rows: list[dict], rule: str, lo: int, hi: int, clock: RunClock | None = None) -> Alert:
+    found = alerts_of(rows, rule, clock=clock)
     assert len(found) == 1, f"{rule}: expected one alert, got {found}"
     assert lo <= found[0].step <= hi, f"{rule} fired at step {found[0].step}, expected within [{lo}, {hi}]"
     return found[0]
@@ -208,16 +209,19 @@ def early_descent(collapse: bool) -> Mutator:
 
 def test_a_collapse_that_continues_the_early_descent_is_caught_by_its_pace_past_the_early_phase() -> None:
     # No fixed batch to speak of (read every 500 steps) and a spread that never rests: neither the trend nor a fall
-    # from where it rested can tell this collapse from the healthy descent it continues; its pace past step 360 can.
+    # from where it rested can tell this collapse from the healthy descent it continues; its pace past the first
+    # 36% of the run can. On `batch32`'s clock (readings every 25 steps, 1,000 steps): 4 readings are 100 steps and
+    # the late part starts at step 360.
+    batch32 = RunClock(reading_steps=25, warmup_steps=100, run_steps=1000)
     collapsing = synthetic_run(1, steps=600, mutate=lambda s, r: (early_descent(True)(s, r), sparse_cadence(s, r)))
-    alert = single_alert(collapsing, "steady_collapse", 360, 380)
+    alert = single_alert(collapsing, "steady_collapse", 360, 380, clock=batch32)
     assert alert.metric == "target/std_mean" and "100 steps earlier" in alert.message
     assert "past the first 360 steps" in alert.message
-    assert alerts_of(collapsing, "steady_collapse", RulesConfig(steady_late_fall=0.0)) == []
+    assert alerts_of(collapsing, "steady_collapse", RulesConfig(steady_late_fall=0.0), batch32) == []
     # the healthy descent is as fast before step 360, and silent
     healthy = synthetic_run(1, steps=600, mutate=lambda s, r: (early_descent(False)(s, r), sparse_cadence(s, r)))
-    assert alerts_of(healthy, "steady_collapse") == []
-    assert alerts_of(healthy, "steady_collapse", RulesConfig(steady_late_after_steps=100))  # judged from step 100
+    assert alerts_of(healthy, "steady_collapse", clock=batch32) == []
+    assert alerts_of(healthy, "steady_collapse", RulesConfig(steady_late_after_fraction=0.1), batch32)  # from 100
 
 
 def spreads_fall(depth: float, start: int, length: int) -> Mutator:
@@ -250,11 +254,11 @@ def test_a_fall_steeper_than_any_healthy_descent_is_not_held_by_the_first_descen
     steep = [a for a in alerts_of(collapsing, "steady_collapse") if "faster than any healthy" in a.message]
     assert steep and 140 <= steep[0].step <= 180, steep
     assert steep[0].metric == "target/fixed_batch_std_mean" and "80 steps earlier" in steep[0].message
-    off = RulesConfig(steady_steep_fall=0.0, steady_steep_batch_fall=0.0)
+    off = RulesConfig(steady_steep_fall=0.0)
     assert not [a for a in alerts_of(collapsing, "steady_collapse", off) if "faster than any healthy" in a.message]
-    # the per-batch spread alone, for a fixed batch read too rarely: two readings in a row
-    batch_only = RulesConfig(steady_steep_fall=0.0)
-    steep = [a for a in alerts_of(collapsing, "steady_collapse", batch_only) if "faster than any healthy" in a.message]
+    # the per-batch spread alone, for a fixed batch read too rarely: confirm_readings in a row
+    rarely = [{k: v for k, v in r.items() if not k.startswith("target/fixed_batch")} for r in collapsing]
+    steep = [a for a in alerts_of(rarely, "steady_collapse") if "faster than any healthy" in a.message]
     assert steep and steep[0].metric == "target/std_mean" and 140 <= steep[0].step <= 190, steep
 
 
@@ -303,21 +307,22 @@ def test_a_collapse_inside_the_first_descent_fires_once_deeper_than_healthy_ones
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_a_collapse_inside_a_long_shallow_descent_fires_once_the_descent_outlasts_healthy_ones(seed: int) -> None:
-    # The shape of tiny seed 2's collapse from step 800 (round 1): the fixed-batch spread drifts down 12% over 600
-    # steps and never recovers, and a collapse of the per-batch spread sets in late in that descent. Held by depth
-    # alone it never fires (the descent stays shallower than first_descent_fall); the bound ends the hold
-    # first_descent_max_steps after the descent's peak.
+def test_a_collapse_inside_a_long_shallow_descent_is_caught_once_its_fall_breaks_the_trend_too(seed: int) -> None:
+    # A fixed-batch spread that drifts down 12% over 600 steps and never recovers, and a collapse of the per-batch
+    # spread late in that descent. The hold (the descent stays shallower than first_descent_fall) keeps the trend's
+    # warning back for good; a fall from a reference confirmed by the trend breaking at the same reading is not held.
     def long_descent_then_collapse(step: int, row: dict) -> None:
         first_descent(0.12, 100, 600, then=-0.01)(step, row)
         if step >= 700 and "target/std_mean" in row:
             row["target/std_mean"] *= 0.5 ** ((step - 700) / 30)
 
     rows = synthetic_run(seed, steps=800, mutate=long_descent_then_collapse)
-    unbounded = RulesConfig(first_descent_max_steps=0)
-    assert alerts_of(rows, "variance_collapse", unbounded) == []
-    bounded = alerts_of(rows, "variance_collapse")
-    assert len(bounded) == 1 and 700 < bounded[0].step <= 760 and bounded[0].metric == "target/std_mean"
+    assert alerts_of(rows, "variance_collapse") == []
+    alert = single_alert(rows, "steady_collapse", 710, 730)
+    assert alert.metric == "target/std_mean" and "faster than its own trend" in alert.message
+    # unconfirmed, only the steep fall (never held) speaks, readings later
+    (later,) = alerts_of(rows, "steady_collapse", RulesConfig(steady_trend_confirms=False))
+    assert later.step >= alert.step + 30 and "faster than any healthy" in later.message
 
 
 def collapse_is_the_descent(step: int, row: dict) -> None:
@@ -345,23 +350,20 @@ def test_a_per_batch_fall_that_breaks_its_trend_too_is_not_held_by_the_first_des
     assert alerts_of(rows, "steady_collapse", RulesConfig(steady_trend_confirms=False)) == []
 
 
-def test_the_first_descent_gate_opens_max_steps_after_the_descents_peak() -> None:
-    gate = FirstDescentGate(RulesConfig(first_descent_fall=0.3, first_descent_max_steps=200))
-    values = {0: 1.0, 50: 1.01, 100: 0.95, 150: 0.9, 200: 0.88, 250: 0.87, 300: 0.86}
+def test_the_first_descent_gate_holds_until_the_descent_recovers_or_is_deeper_than_healthy_ones() -> None:
+    gate = FirstDescentGate(RulesConfig(first_descent_fall=0.3))
+    values = {0: 1.0, 50: 1.01, 100: 0.95, 150: 0.9, 200: 0.88, 250: 0.87, 300: 0.92, 350: 0.6}
     opened = {}
     for step, value in values.items():
         gate.observe({"step": step, "target/fixed_batch_std_mean": value})
+        gate.observe({"step": step + 1})  # a row without the metric changes nothing
         opened[step] = gate.open
-    # begun (2% below the peak of step 50) at 100; held while < 30% deep and <= 200 steps past that peak (250 is
-    # exactly 200 past it: held; counted from the first reading, it would be open)
-    assert opened == {0: True, 50: True, 100: False, 150: False, 200: False, 250: False, 300: True}
-    gate.observe({"step": 260})  # a row without the metric still moves the clock
-    assert gate.step == 260
-    # no bound (0): held for as long as the descent lasts
-    unbounded = FirstDescentGate(RulesConfig(first_descent_fall=0.3, first_descent_max_steps=0))
-    for step, value in values.items():
-        unbounded.observe({"step": step, "target/fixed_batch_std_mean": value})
-    assert not unbounded.open
+    # begun (2% below the peak of step 50) at 100; held while < 30% deep; over for good once it climbs back 2%
+    assert opened == {0: True, 50: True, 100: False, 150: False, 200: False, 250: False, 300: True, 350: True}
+    deep = FirstDescentGate(RulesConfig(first_descent_fall=0.3))
+    for step, value in {0: 1.0, 50: 0.9, 100: 0.75, 150: 0.69}.items():
+        deep.observe({"step": step, "target/fixed_batch_std_mean": value})
+    assert deep.open  # 31% below its peak: deeper than a healthy first descent goes
 
 
 def slowing_descent_then(fall_per_100: float) -> Mutator:
@@ -378,15 +380,11 @@ def slowing_descent_then(fall_per_100: float) -> Mutator:
 
 @pytest.mark.parametrize("seed", range(3))
 def test_a_first_descent_that_steepens_again_is_a_collapse_whatever_its_depth(seed: int) -> None:
-    # The shape of round 13's `px48` collapse: the fixed-batch spread's first descent slows down, then a collapse
-    # makes it fall faster again, long before it is first_descent_fall deep. The hold does not wait that out.
+    # The fixed-batch spread's first descent slows down, then a collapse makes it fall faster again: its trend
+    # breaks, and the hold lets the break through once the descent is deeper than a healthy one goes.
     collapsing = synthetic_run(seed, steps=500, mutate=slowing_descent_then(0.3))
-    alert = single_alert(collapsing, "steady_collapse", 370, 410)
-    assert alert.metric == "target/fixed_batch_std_mean" and "falling again" in alert.message
-    fixed = {r["step"]: r["target/fixed_batch_std_mean"] for r in collapsing if "target/fixed_batch_std_mean" in r}
-    assert 1 - fixed[alert.step] / max(fixed.values()) < RulesConfig().first_descent_fall  # still held by depth
-    off = alerts_of(collapsing, "steady_collapse", RulesConfig(steady_again_fall=0.0))
-    assert not off or off[0].step > alert.step + 20
+    alert = single_alert(collapsing, "variance_collapse", 370, 420)
+    assert alert.metric == "target/fixed_batch_std_mean"
     recovering = synthetic_run(seed, steps=500, mutate=slowing_descent_then(-0.05))
     assert alerts_of(recovering, "steady_collapse") == []
 
@@ -415,12 +413,10 @@ def test_a_steady_collapse_right_after_the_first_descent_falls_from_the_level_it
             row["target/fixed_batch_std_mean"] *= math.exp(-0.001 * (step - 180) ** 1.3)
 
     rows = synthetic_run(seed, steps=400, mutate=recover_then_slide)
-    # (it also falls again after the recovery, which steady_again_* catch on their own, earlier)
-    alert = alerts_of(rows, "steady_collapse", RulesConfig(steady_again_fall=0.0))[0]
-    assert alerts_of(rows, "steady_collapse")[0].step <= alert.step
+    alert = alerts_of(rows, "steady_collapse")[0]
     fixed = {r["step"]: r["target/fixed_batch_std_mean"] for r in rows if "target/fixed_batch_std_mean" in r}
     reference = int(alert.message.split("its level at step ")[1].split(",")[0])
-    assert 160 <= reference <= 190 and 200 < alert.step <= 320
+    assert 160 <= reference <= 260 and 200 < alert.step <= 320
     assert fixed[alert.step] <= (1 - RulesConfig().steady_fall) * fixed[reference]
 
 
@@ -445,9 +441,7 @@ def test_at_the_default_cadences_a_steady_collapse_shows_in_the_per_batch_spread
     alert = single_alert(rows, "steady_collapse", 220, 300)
     assert alert.metric == "target/std_mean" and "its level at step" in alert.message
     spread = {r["step"]: r["target/std_mean"] for r in rows if "target/std_mean" in r}
-    assert spread[alert.step] <= (1 - RulesConfig().steady_batch_fall) * max(spread[s] for s in range(150, 205, 5))
-    fixed_batch_alone = RulesConfig(steady_batch_fall=0.0, steady_late_fall=0.0)
-    assert alerts_of(rows, "steady_collapse", fixed_batch_alone) == []
+    assert spread[alert.step] <= (1 - RulesConfig().steady_fall) * max(spread[s] for s in range(150, 205, 5))
     assert evaluate_rows(synthetic_run(seed, steps=400, mutate=sparse_cadence)) == []  # healthy at that cadence
 
 
@@ -460,9 +454,9 @@ def test_the_per_batch_spread_is_judged_on_two_readings_so_sampling_noise_alone_
 
 @pytest.mark.parametrize("seed", range(3))
 def test_a_spread_climbing_faster_than_its_trend_is_a_divergence_and_a_slow_rise_is_not(seed: int) -> None:
-    # Round 5's missed x10 lr blow-up on `sparse`: the per-batch spread climbed 50% in 80 steps while the update
-    # ratio and the parameter distance, every 500 steps, had no reading. Healthy runs climb too after their first
-    # descent, but at a pace their trend learns (30% over 200 steps there).
+    # An lr blow-up with the update ratio and the parameter distance read every 500 steps: the per-batch spread
+    # climbs 50% in 80 steps. Healthy runs climb too after their first descent, but at a pace their trend learns
+    # (30% over 200 steps here).
     def climb(rate: float, start: int, length: int) -> Mutator:
         def mutate(step: int, row: dict) -> None:
             sparse_cadence(step, row)
@@ -473,7 +467,8 @@ def test_a_spread_climbing_faster_than_its_trend_is_a_divergence_and_a_slow_rise
     blowup = synthetic_run(seed, steps=400, mutate=climb(math.log(1.5) / 80, 200, 80))
     alert = single_alert(blowup, "divergence", 205, 280)
     assert alert.metric == "target/std_mean" and "learning rate" in alert.message
-    assert alerts_of(blowup, "divergence", RulesConfig(divergence_spread_break=0.0)) == []
+    only_shifts = [a for a in alerts_of(blowup, "divergence") if a.metric != "target/std_mean"]
+    assert only_shifts == []  # the spread's climb alone tells it
     assert alerts_of(synthetic_run(seed, steps=400, mutate=climb(math.log(1.3) / 200, 150, 200)), "divergence") == []
 
 
@@ -496,23 +491,21 @@ def test_a_target_frozen_at_a_sparse_cadence_is_caught_at_its_second_unchanged_r
     rows = synthetic_run(7, steps=450, mutate=frozen_from_200)
     alert = single_alert(rows, "ema_stalled", 400, 400)  # readings at 300 and 400 unchanged from 200's
     assert alert.severity == "critical" and "never updated" in alert.message
-    assert alerts_of(rows, "ema_stalled", RulesConfig(ema_frozen_patience=3)) == []  # round 6's miss
+    assert alerts_of(rows, "ema_stalled", RulesConfig(confirm_readings=3)) == []  # three readings take 300 more steps
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_the_fixed_batch_trend_judges_from_its_third_reading(seed: int) -> None:
-    # Round 6's missed collapse on `blocks`: from step 200 the fixed-batch spread falls 40% by its next reading,
-    # while the per-batch trends, which had learned the first descent's pace, did not break (here they stay flat);
-    # a trend that waits for its fourth reading has by then learned the fall as noise, and misses it (as round 6's).
+def test_a_fixed_batch_read_every_100_steps_shows_a_collapse_at_its_first_reading_after_the_onset(seed: int) -> None:
+    # From step 200 the fixed-batch spread falls 40% by its next reading while the per-batch spreads stay flat: too
+    # few readings for its trend to judge, but far below the level it rested at.
     def collapse_from_200(step: int, row: dict) -> None:
         every_100(step, row)
         if "target/fixed_batch_std_mean" in row and step > 200:
             row["target/fixed_batch_std_mean"] *= math.exp(-0.005 * (step - 200))
 
     rows = synthetic_run(seed, steps=400, mutate=collapse_from_200)
-    alert = single_alert(rows, "variance_collapse", 300, 300)
-    assert alert.metric == "target/fixed_batch_std_mean"
-    assert alerts_of(rows, "variance_collapse", RulesConfig(fixed_batch_trend_innovations=3)) == []
+    alert = single_alert(rows, "steady_collapse", 300, 300)
+    assert alert.metric == "target/fixed_batch_std_mean" and "its level at step" in alert.message
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -526,7 +519,7 @@ def test_a_healthy_gradient_norm_climbing_late_in_a_run_is_not_a_divergence(seed
 
     rows = synthetic_run(seed, steps=300, mutate=late_bump)
     assert alerts_of(rows, "divergence") == []
-    assert alerts_of(rows, "divergence", RulesConfig(divergence_grad_norm_threshold=10.0))  # as before round 6
+    assert alerts_of(rows, "divergence", RulesConfig(divergence_shift_break=10.0))  # a lower break would warn
 
 
 def test_first_descent_begins_past_noise_deepens_and_ends_for_good_on_a_recovery() -> None:
@@ -556,36 +549,6 @@ def test_fall_over_window_compares_a_reading_with_the_one_a_window_earlier() -> 
     for step in range(180, 3000, 30):
         every_30.update(step, 0.64)
     assert len(every_30.recent) == 5 and every_30.reference_step == 2970 - 120  # memory: the last window's readings
-
-
-def test_falling_again_fires_when_a_slowing_descent_steepens_and_never_on_one_that_keeps_slowing() -> None:
-    again = FallingAgain(window_steps=40, factor=3.0, min_fall=0.05)
-    # a descent steepening until step 200, then slowing down for good (10% a window, down to 1% at step 400)
-    pace = {step: 0.1 * min(step, 200) / 200 if step <= 200 else 0.1 - 0.09 * min(step - 200, 200) / 200
-            for step in range(0, 600, 20)}
-    x, fired = 0.0, []
-    for step in range(0, 600, 20):
-        x -= pace[step] / 2  # two readings a window
-        fired.append(again.update(step, math.exp(x)))
-    assert not any(fired) and again.steepest_step == 220 and again.slowest == pytest.approx(0.01)
-    # ... then falling 6% a window again: 6x its slowest, from the second reading after it began
-    for step in range(600, 700, 20):
-        x -= 0.03
-        fired.append(again.update(step, math.exp(x)))
-    assert fired[-5:] == [False, True, True, True, True] and again.fall == pytest.approx(0.06)
-    # ... and once it has slowed, a fall steeper than the first is falling again too (it is not a new steepest)
-    for step in range(700, 800, 20):
-        x -= 0.2
-        fired.append(again.update(step, math.exp(x)))
-    assert all(fired[-5:]) and again.steepest_step == 220 and again.fall == pytest.approx(0.4)
-    # a plateau's wiggles before the first descent are no steepest fall to slow down from
-    plateau = FallingAgain(window_steps=40, factor=3.0, min_fall=0.05)
-    levels = [1.0, 0.997, 0.998, 0.996, 0.995, 0.98, 0.95, 0.9, 0.85]
-    assert not any(plateau.update(20 * i, v) for i, v in enumerate(levels))
-    # a rise since the steepest counts as a fall of 0: any fall of min_fall after it is falling again
-    risen = FallingAgain(window_steps=40, factor=3.0, min_fall=0.05)
-    values = [1.0, 0.9, 0.8, 0.82, 0.84, 0.86, 0.83, 0.8]
-    assert [risen.update(20 * i, v) for i, v in enumerate(values)] == [False] * 7 + [True]
 
 
 def test_fall_from_stable_follows_a_slow_drift_and_holds_its_reference_during_a_fall() -> None:
@@ -699,16 +662,12 @@ def test_ema_stalled_warns_at_the_first_reading_of_a_momentum_that_copies_online
     found = [(a.severity, a.metric, a.step) for a in alerts_of(rows, "ema_stalled")]
     assert found == [("warning", "ema_tau", 155), ("critical", "ema/relative_param_l2", 160)]
     assert "momentum" in alerts_of(rows, "ema_stalled")[0].message
-    assert [a.metric for a in alerts_of(rows, "ema_stalled", RulesConfig(ema_stalled_max_momentum=0.0))] == [
-        "ema/relative_param_l2"]  # 0 turns the momentum's check off
 
     def fast(step: int, row: dict) -> None:  # a fast target (BYOL's 0.99, the library's fastest 0.98) is no fault
         if "ema_tau" in row:
             row["ema_tau"] = 0.98
 
     assert alerts_of(synthetic_run(6, mutate=fast), "ema_stalled") == []
-    with pytest.raises(ValueError, match="rules.ema_stalled_max_momentum"):
-        RulesConfig(ema_stalled_max_momentum=1.0).validate()
 
 
 def test_ema_stalled_when_target_statistics_freeze() -> None:
@@ -818,7 +777,7 @@ def test_ema_runaway_when_a_distance_jumps_in_one_reading(metric: str, every: in
     alert = single_alert(rows, "ema_runaway", 200, 200)
     assert (alert.severity, alert.metric) == ("warning", metric)
     assert "3.5x its previous reading" in alert.message and "learning rate" in alert.message
-    off = RulesConfig(ema_runaway_jump_ratio=0.0, ema_runaway_feature_jump_ratio=0.0)
+    off = RulesConfig(ema_runaway_jump_ratio=0.0)
     assert [a for a in alerts_of(rows, "ema_runaway", off) if a.step == 200] == []
 
 
@@ -916,8 +875,8 @@ def test_false_comfort_when_variance_and_rank_collapse_together_while_prediction
     assert [r["step"] for r in rows if "pred_target/cosine" in r and warning.step < r["step"]][0] == critical.step
     assert "2 readings in a row" in critical.message and "in a row" not in warning.message
     assert alerts_of(rows, "variance_collapse") and alerts_of(rows, "rank_collapse")  # both underlying collapses
-    # rules.false_comfort_critical_readings=1: critical at once, as before round 41 (one alert).
-    (at_once,) = alerts_of(rows, "false_comfort", RulesConfig(false_comfort_critical_readings=1))
+    # rules.confirm_readings=1: critical at once (one alert).
+    (at_once,) = alerts_of(rows, "false_comfort", RulesConfig(confirm_readings=1))
     assert (at_once.step, at_once.severity) == (warning.step, "critical")
 
 
@@ -942,7 +901,7 @@ def test_predictor_collapse_when_the_predictor_output_spread_falls_within_a_read
     rows = synthetic_run(3, mutate=predictor_dies)
     alert = single_alert(rows, "predictor_collapse", 200, 200)
     assert (alert.severity, alert.metric) == ("warning", "pred/std_mean")
-    assert "of its" in alert.message and "within 40 steps" in alert.message and "learning rate" in alert.message
+    assert "of its" in alert.message and "within 50 steps" in alert.message and "learning rate" in alert.message
     assert alerts_of(rows, "predictor_collapse", RulesConfig(predictor_collapse_fraction=0.0)) == []  # 0: off
     # A fall to a quarter stays above the fraction of 0.2; at a fraction of 0.3 it fires.
     def quarter(step: int, row: dict) -> None:
@@ -987,7 +946,7 @@ def test_online_collapse_when_the_online_spread_falls_far_below_the_targets() ->
 def test_online_collapse_waits_for_warm_up_and_is_silent_on_streams_without_the_online_spread() -> None:
     # Low only before the rules' warm-up ends (the online encoder reorganises first), then back to its level.
     def early_low(step: int, row: dict) -> None:
-        if step < RulesConfig().warmup_steps and "online/fixed_batch_std_mean" in row:
+        if step < REFERENCE_CLOCK.readings(RulesConfig().settle_readings) and "online/fixed_batch_std_mean" in row:
             row["online/fixed_batch_std_mean"] = 0.01
 
     # A stream recorded before the metric existed, with the target itself collapsing: other rules' business.
@@ -1068,7 +1027,7 @@ def test_divergence_on_an_update_ratio_step() -> None:
         if step % 25 == 0 and step >= 50:
             row["health/update_ratio"] = 1e-3 * (10.0 if step >= 150 else 1.0) * (1 + 0.05 * math.sin(step))
 
-    alert = single_alert(synthetic_run(12, mutate=step_up), "divergence", 150, 200)
+    alert = single_alert(synthetic_run(12, mutate=step_up), "divergence", 150, 300)
     assert alert.metric == "health/update_ratio" and "learning rate" in alert.message
 
 
@@ -1120,25 +1079,23 @@ def test_config_is_plain_data() -> None:
 
 
 @pytest.mark.parametrize(("key", "value", "match"), [
-    ("false_comfort_patience", 0, "rules.false_comfort_patience: must be at least 1"),
-    ("divergence_baseline_alpha", 0.0, r"rules.divergence_baseline_alpha: must be in \(0, 1\]"),
-    ("trend_slope_steps", 0.0, "rules.trend_slope_steps: must be positive"),
-    ("warmup_steps", -1, "rules.warmup_steps: must be >= 0"),
-    ("warmup_steps", "30", "rules.warmup_steps: expected an integer, got '30'"),
+    ("confirm_readings", 0, "rules.confirm_readings: must be at least 1"),
+    ("steady_late_after_fraction", 1.0, r"rules.steady_late_after_fraction: must be in \[0, 1\)"),
+    ("trend_slope_readings", 0.0, "rules.trend_slope_readings: must be positive"),
+    ("settle_readings", -1, "rules.settle_readings: must be >= 0"),
+    ("settle_readings", "30", "rules.settle_readings: expected a number, got '30'"),
+    ("rearm_readings", "3", "rules.rearm_readings: expected an integer, got '3'"),
     ("false_comfort_cosine", math.nan, "rules.false_comfort_cosine: expected a finite number"),
     ("non_finite_metrics", " , ", "rules.non_finite_metrics: must be one or more comma-separated metric names"),
     ("steady_fall", 1.0, r"rules.steady_fall: must be in \(0, 1\)"),
-    ("steady_batch_fall", 1.0, r"rules.steady_batch_fall: must be in \[0, 1\)"),
     ("steady_late_fall", 1.0, r"rules.steady_late_fall: must be in \[0, 1\)"),
-    ("steady_late_window_steps", 0, "rules.steady_late_window_steps: must be positive"),
+    ("steady_late_window_readings", 0, "rules.steady_late_window_readings: must be positive"),
     ("steady_steep_fall", 1.0, r"rules.steady_steep_fall: must be in \[0, 1\)"),
-    ("steady_steep_batch_fall", -0.1, r"rules.steady_steep_batch_fall: must be in \[0, 1\)"),
-    ("steady_steep_window_steps", 0, "rules.steady_steep_window_steps: must be positive"),
-    ("fixed_batch_trend_innovations", 0, "rules.fixed_batch_trend_innovations: must be at least 1"),
-    ("divergence_grad_norm_threshold", -1.0, "rules.divergence_grad_norm_threshold: must be >= 0"),
-    ("divergence_spread_break", -1.0, "rules.divergence_spread_break: must be >= 0"),
+    ("recent_high_readings", -1, "rules.recent_high_readings: must be >= 0"),
+    ("divergence_shift_break", -1.0, "rules.divergence_shift_break: must be >= 0"),
+    ("trend_break", -1.0, "rules.trend_break: must be >= 0"),
     ("first_descent_fall", 1.0, r"rules.first_descent_fall: must be in \[0, 1\)"),
-    ("steady_window_steps", 0, "rules.steady_window_steps: must be positive"),
+    ("steady_window_readings", 0, "rules.steady_window_readings: must be positive"),
 ])
 def test_bad_config_values_name_the_key(key: str, value: object, match: str) -> None:
     cfg = RulesConfig(**{key: value})
@@ -1149,10 +1106,10 @@ def test_bad_config_values_name_the_key(key: str, value: object, match: str) -> 
 
 
 def test_ints_are_accepted_for_float_thresholds() -> None:
-    assert RulesConfig(mask_leak_max_overlap=0).validate().mask_leak_max_overlap == 0
+    assert RulesConfig(trend_break=8).validate().trend_break == 8
 
 
-def test_frozen_target_tolerance() -> None:
+def test_a_target_that_moves_by_a_hair_is_not_frozen() -> None:
     def nearly_frozen(step: int, row: dict) -> None:
         if step >= 100:
             for key in ("target/fixed_batch_std_mean", "target/fixed_batch_norm_mean"):
@@ -1162,8 +1119,7 @@ def test_frozen_target_tolerance() -> None:
                 row["ema/param_l2"] = 0.01 * step
 
     rows = synthetic_run(7, mutate=nearly_frozen)
-    assert alerts_of(rows, "ema_stalled") == []
-    assert len(alerts_of(rows, "ema_stalled", RulesConfig(ema_frozen_rel_tolerance=1e-3))) == 1
+    assert alerts_of(rows, "ema_stalled") == []  # "unchanged" means to the last bit: a target that moves at all moves
 
 
 def test_thresholds_are_tunable() -> None:
@@ -1172,8 +1128,8 @@ def test_thresholds_are_tunable() -> None:
             row["mask/overlap_fraction"] = 0.01
 
     rows = synthetic_run(0, mutate=leak)
-    assert alerts_of(rows, "mask_leak", RulesConfig(mask_leak_max_overlap=0.05)) == []
-    assert len(alerts_of(rows, "mask_leak", RulesConfig(mask_leak_max_overlap=0.0))) == 1
+    assert len(alerts_of(rows, "mask_leak")) == 1  # any overlap is a leak: exact by definition, not a threshold
+    assert alerts_of(rows, "mask_leak", RulesConfig(enabled=False)) == []
 
 
 def test_episode_gate_patience_dedup_and_rearm() -> None:

@@ -35,7 +35,7 @@ def check(*overrides: str) -> Config:
     ("model.mlp_ratio=nan", "model.mlp_ratio"),
     ("masks.target_scale=[0.1, nan]", r"masks.target_scale\[1\]"),
     ("faults.lr_blowup_factor=+inf", "faults.lr_blowup_factor"),
-    ("rules.divergence_loss_z=nan", "rules.divergence_loss_z"),
+    ("rules.divergence_spike=nan", "rules.divergence_spike"),
 ])
 def test_non_finite_override_rejected(override: str, key: str) -> None:
     with pytest.raises(ConfigError, match=rf"{key}: expected a finite number"):

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from jepa_core.alerts.clock import REFERENCE_CLOCK, RunClock
 from jepa_core.alerts.detectors import EpisodeGate
 from jepa_core.config.rules import RulesConfig
 from jepa_core.metrics.stream import TOKEN_TO_FLOAT
@@ -78,16 +79,18 @@ class RuleBase:
     name = ""
     watches: frozenset[str] = frozenset()  # metric keys this rule reads: the engine skips rows without any
 
-    def __init__(self, cfg: RulesConfig) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: RulesConfig, clock: RunClock = REFERENCE_CLOCK) -> None:
+        self.cfg, self.clock = cfg, clock
+        self.settle_step = clock.readings(cfg.settle_readings)  # readings before this step never fire
         self.gate = EpisodeGate(rearm=cfg.rearm_readings)
 
     def _alert(self, step: int, severity: str, metric: str, value: float, message: str) -> Alert:
         return Alert(step=step, rule=self.name, severity=severity, metric=metric, value=value, message=message)
 
     def _settled_reading(self, row: dict, metric: str) -> float | None:
-        """The row's finite value of `metric` once warm-up is over; None otherwise (nothing to judge yet)."""
+        """The row's finite value of `metric` once the rules' settling time is over; None otherwise (nothing to judge
+        yet)."""
         value = number(row, metric)
-        if value is None or not math.isfinite(value) or row["step"] < self.cfg.warmup_steps:
+        if value is None or not math.isfinite(value) or row["step"] < self.settle_step:
             return None
         return value

@@ -18,10 +18,18 @@ from __future__ import annotations
 import math
 
 from jepa_core.alerts.base import Alert, RuleBase, fmt, number
-from jepa_core.alerts.detectors import (FallFromStable, FallingAgain, FallOverWindow, FirstDescent, RecentHigh,
-                                        TrendBreak)
+from jepa_core.alerts.clock import REFERENCE_CLOCK, RunClock
+from jepa_core.alerts.detectors import FallFromStable, FallOverWindow, FirstDescent, RecentHigh, TrendBreak
 from jepa_core.config.rules import RulesConfig
 from jepa_core.method.schedules import LrSchedule
+
+# Constants of the trend estimator, not thresholds: what one reading may add to the CUSUM (in noise scales, so one
+# outlier never fires alone), the floor of the noise scale (a 1% move) and how slowly the noise scale learns once
+# its first readings are averaged (a fast one grows with a collapse itself and hides it).
+TREND_CLIP = 6.0
+TREND_MIN_SCALE = 0.01
+TREND_SCALE_ALPHA = 0.02
+CONSTANT_FEATURES = 1e-6  # a spread at or below this is constant features, whatever the history (critical)
 
 
 class Trend:
@@ -31,12 +39,12 @@ class Trend:
     `rising` watches for a climb instead of a fall.
     """
 
-    def __init__(self, cfg: RulesConfig, threshold: float, rising: bool = False,
+    def __init__(self, cfg: RulesConfig, clock: RunClock, threshold: float, rising: bool = False,
                  min_innovations: int = TrendBreak.min_innovations, min_span_steps: float = 0.0) -> None:
         self.rising = rising
-        self.detector = TrendBreak(cfg.trend_level_steps, cfg.trend_slope_steps, cfg.trend_drift, threshold,
-                                   clip=cfg.trend_clip, min_scale=cfg.trend_min_scale,
-                                   scale_alpha=cfg.trend_scale_alpha, min_innovations=min_innovations,
+        self.detector = TrendBreak(clock.readings(cfg.trend_level_readings), clock.readings(cfg.trend_slope_readings),
+                                   cfg.trend_drift, threshold, clip=TREND_CLIP, min_scale=TREND_MIN_SCALE,
+                                   scale_alpha=TREND_SCALE_ALPHA, min_innovations=min_innovations,
                                    min_span_steps=min_span_steps)
 
     def update(self, step: int, value: float) -> bool:
@@ -52,40 +60,30 @@ class Trend:
 
 class FirstDescentGate:
     """Holds a fall warning while the target's spread on the fixed probe batch is in its first descent (begun, not
-    yet recovered), less than `rules.first_descent_fall` below its peak and at most
-    `rules.first_descent_max_steps` past it. Healthy runs fall up to ~30% there while their features reorganise,
-    and recover within a few hundred steps; a collapse that starts inside the descent goes on past that depth, or
-    keeps the descent from ending. Before the descent begins, after it ends, and without the metric in the stream,
-    the gate is open."""
+    yet recovered) and less than `rules.first_descent_fall` below its peak. Healthy runs fall up to ~30% there while
+    their features reorganise, and recover; a collapse that starts inside the descent goes on past that depth, and a
+    collapse that keeps a shallow descent from ending is left to the late-fall reference of `steady_collapse`, which
+    the hold does not delay once the per-batch spread also breaks its trend. Before the descent begins, after it
+    ends, and without the metric in the stream, the gate is open."""
 
     metric = "target/fixed_batch_std_mean"
 
     def __init__(self, cfg: RulesConfig) -> None:
         self.fall = cfg.first_descent_fall
-        self.max_steps = cfg.first_descent_max_steps
-        self.descent = FirstDescent(cfg.first_descent_recovery)
-        self.step: int | None = None  # the latest row's step
-        self.peak_step: int | None = None  # the step of the descent's peak reading
+        self.descent = FirstDescent(cfg.rest_change)
 
     def observe(self, row: dict) -> bool:
         """Learn from a row; True at the reading that ends the first descent: a fall held until then is over, and
         the rule forgets it (or it would fire on the way back up)."""
-        self.step = row["step"]
         value = number(row, self.metric)
         if value is None or not math.isfinite(value) or value <= 0:
             return False
         ended = self.descent.update(value)
-        if not self.descent.over and self.descent.peak == value:
-            self.peak_step = self.step
         return ended and self.fall > 0  # with the hold off (0) nothing was held, and nothing is forgotten
 
     @property
     def open(self) -> bool:
-        if not self.descent.begun or self.descent.over or self.descent.depth >= self.fall:
-            return True
-        # A descent held for longer than healthy ones last is no longer one to wait out (0: no bound).
-        return (self.max_steps > 0 and self.step is not None and self.peak_step is not None
-                and self.step - self.peak_step > self.max_steps)
+        return not self.descent.begun or self.descent.over or self.descent.depth >= self.fall
 
 
 class TrendRule(RuleBase):
@@ -93,12 +91,12 @@ class TrendRule(RuleBase):
     reading, faster than their trend and noise allow (false_comfort reads it). A subclass names itself and defines
     `message(metric, value, step, trend, severity)`: what the alert says to check."""
 
-    def __init__(self, cfg: RulesConfig, thresholds: dict[str, float],
+    def __init__(self, cfg: RulesConfig, clock: RunClock, thresholds: dict[str, float],
                  innovations: dict[str, int] | None = None, spans: dict[str, float] | None = None) -> None:
-        super().__init__(cfg)
+        super().__init__(cfg, clock)
         fewer = innovations or {}  # metrics whose trend may judge after fewer innovations than the default
         span = spans or {}
-        self.trends = {metric: Trend(cfg, threshold, min_innovations=fewer.get(metric, TrendBreak.min_innovations),
+        self.trends = {metric: Trend(cfg, clock, threshold, min_innovations=fewer.get(metric, TrendBreak.min_innovations),
                                      min_span_steps=span.get(metric, 0.0))
                        for metric, threshold in thresholds.items()}
         self.watches = frozenset(thresholds)
@@ -132,15 +130,15 @@ class TrendRule(RuleBase):
 class VarianceCollapseRule(TrendRule):
     name = "variance_collapse"
 
-    def __init__(self, cfg: RulesConfig) -> None:
+    def __init__(self, cfg: RulesConfig, clock: RunClock = REFERENCE_CLOCK) -> None:
         # The fixed-batch std is the target's spread on the same probe images every time: no sampling noise, so a
         # slow collapse late in a run stands out of its trend long before the per-batch std does.
         # The fixed batch has no sampling noise, so its trend may judge after fewer innovations: at a parameter-
         # distance cadence of 100 steps the fourth reading after warm-up, where the others start, is step 400.
-        super().__init__(cfg, {"target/std_mean": cfg.variance_break, "target/std_l2n": cfg.variance_break,
-                               "target/fixed_batch_std_mean": cfg.fixed_batch_variance_break},
-                         innovations={"target/fixed_batch_std_mean": cfg.fixed_batch_trend_innovations},
-                         spans={"target/fixed_batch_std_mean": cfg.fixed_batch_trend_min_steps})
+        super().__init__(cfg, clock, {"target/std_mean": cfg.trend_break, "target/std_l2n": cfg.trend_break,
+                                      "target/fixed_batch_std_mean": cfg.fixed_batch_break},
+                         # judged once its readings span two slope memories: a few readings of a descent are no pace
+                         spans={"target/fixed_batch_std_mean": clock.readings(2 * cfg.trend_slope_readings)})
         self.first_descent = FirstDescentGate(cfg)  # reads the fixed-batch std, already among the watched metrics
 
     def update(self, row: dict) -> list[Alert]:
@@ -153,7 +151,7 @@ class VarianceCollapseRule(TrendRule):
         return severity == "critical" or self.first_descent.open
 
     def judge(self, trend: Trend, step: int, value: float) -> tuple[bool, str]:
-        if value <= self.cfg.variance_abs_floor:  # constant features, whatever the history
+        if value <= CONSTANT_FEATURES:
             return True, "critical"
         return super().judge(trend, step, value)
 
@@ -168,20 +166,15 @@ class VarianceCollapseRule(TrendRule):
 
 class SteadyCollapseRule(RuleBase):
     """The target's spread fallen well below a level it held: a collapse that sets in slowly and steadily, which a
-    trend learns as a new pace. Four references, each judged on its own:
+    trend learns as a new pace. Three references, each judged on its own, for both spreads (the one on the fixed
+    probe batch, without sampling noise, and the per-batch one, read every few steps at any cadence):
 
-    - where the spread last rested (`FallFromStable`), for both spreads: the one on the fixed probe batch (no
-      sampling noise, so a small fall is already telling) and the per-batch one, which is read every few steps at
-      any cadence (the fixed batch may be read every few hundred steps, too rarely to see a collapse that does its
-      harm within 200);
-    - where the per-batch spread was `steady_late_window_steps` earlier (`FallOverWindow`), once the run is past its
-      first `steady_late_after_steps` steps: a collapse that continues the early descent never rests, and after that
-      early phase no healthy run's spread falls that fast;
-    - the fixed-batch spread's own pace (`FallingAgain`): a healthy first descent steepens once and then slows down
-      for good, and a collapse that sets in while it slows makes it fall faster again. Not held by the first
-      descent: it is the one thing a first descent does not do;
-    - where either spread was `steady_steep_window_steps` earlier (`FallOverWindow`), at any step after warm-up: a
-      fall steeper than any healthy run's in the detection library, its first descent's included, so not held.
+    - where the spread last rested (`FallFromStable`: it moved at most `rest_change` over `steady_window_readings`);
+    - where the per-batch spread was `steady_late_window_readings` earlier (`FallOverWindow`), once the run is
+      `steady_late_after_fraction` through: a collapse that continues the early descent never rests, and after the
+      early part of a run no healthy spread falls that fast;
+    - where either spread was `steady_window_readings` earlier, at any time: a fall steeper than any healthy run's,
+      its first descent's included, so never held.
 
     The first two are held while the first descent lasts, except on the per-batch spread when it also breaks its
     own trend at the same reading (`variance_collapse`'s verdict, `rules.steady_trend_confirms`): healthy descents
@@ -192,28 +185,24 @@ class SteadyCollapseRule(RuleBase):
     fixed_metric = "target/fixed_batch_std_mean"
     batch_metric = "target/std_mean"
 
-    def __init__(self, cfg: RulesConfig, variance: VarianceCollapseRule | None = None) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: RulesConfig, variance: VarianceCollapseRule | None = None,
+                 clock: RunClock = REFERENCE_CLOCK) -> None:
+        super().__init__(cfg, clock)
+        self.window = clock.readings(cfg.steady_window_readings)
+        self.late_after = clock.of_run(cfg.steady_late_after_fraction)
         # Its verdicts on this row (it runs first) confirm a per-batch fall inside the first descent.
         self.variance = variance if cfg.steady_trend_confirms else None
-        falls = {self.fixed_metric: cfg.steady_fall, self.batch_metric: cfg.steady_batch_fall}
-        self.falls = {metric: fall for metric, fall in falls.items() if fall > 0}  # 0 turns a track off
-        self.tracks = {metric: self._track(metric) for metric in self.falls}
-        self.late = (FallOverWindow(cfg.steady_late_window_steps, cfg.steady_late_fall)
+        self.metrics = (self.fixed_metric, self.batch_metric)
+        self.tracks = {metric: self._track() for metric in self.metrics}
+        self.late = (FallOverWindow(clock.readings(cfg.steady_late_window_readings), cfg.steady_late_fall)
                      if cfg.steady_late_fall > 0 else None)
-        self.again = (FallingAgain(cfg.steady_again_window_steps, cfg.steady_again_factor, cfg.steady_again_fall)
-                      if cfg.steady_again_fall > 0 else None)
-        steep = {self.fixed_metric: cfg.steady_steep_fall, self.batch_metric: cfg.steady_steep_batch_fall}
-        self.steep = {metric: FallOverWindow(cfg.steady_steep_window_steps, fall)
-                      for metric, fall in steep.items() if fall > 0}
-        self.metrics = tuple(m for m in (self.fixed_metric, self.batch_metric)
-                             if m in self.falls or (m == self.batch_metric and self.late is not None)
-                             or (m == self.fixed_metric and self.again is not None) or m in self.steep)
+        self.steep = ({metric: FallOverWindow(self.window, cfg.steady_steep_fall) for metric in self.metrics}
+                      if cfg.steady_steep_fall > 0 else {})
         self.watches = frozenset(self.metrics)
         self.first_descent = FirstDescentGate(cfg)
 
-    def _track(self, metric: str) -> FallFromStable:
-        return FallFromStable(self.cfg.steady_window_steps, self.cfg.steady_stable_change, self.falls[metric])
+    def _track(self) -> FallFromStable:
+        return FallFromStable(self.window, self.cfg.rest_change, self.cfg.steady_fall)
 
     def update(self, row: dict) -> list[Alert]:
         step, alerts = row["step"], []
@@ -221,9 +210,9 @@ class SteadyCollapseRule(RuleBase):
             # The levels it rested at before the descent are no reference now. The fixed batch's level at the
             # recovery is, at once: a collapse that sets in right after the recovery falls from it before the
             # signal could rest. The per-batch spread, noisier, waits to rest again.
-            self.tracks = {metric: self._track(metric) for metric in self.falls}
+            self.tracks = {metric: self._track() for metric in self.metrics}
             value = self._settled_reading(row, self.fixed_metric)
-            if self.fixed_metric in self.tracks and value is not None and value > 0:
+            if value is not None and value > 0:
                 self.tracks[self.fixed_metric].reference, self.tracks[self.fixed_metric].reference_step = value, step
         held = not self.first_descent.open  # the same for every metric of this row
         also = (", and faster than its own trend and noise allow: inside its first descent a healthy spread does "
@@ -236,29 +225,23 @@ class SteadyCollapseRule(RuleBase):
             confirmed = (self.variance is not None and metric == self.batch_metric
                          and metric in self.variance.breaking)
             passes = not held or confirmed
-            track = self.tracks.get(metric)
-            if track is not None and track.update(step, value) and passes:
+            track = self.tracks[metric]
+            if track.update(step, value) and passes:
                 how = f"{self._below(value, track.reference, track.reference_step)}, and falling ever since{also}"
             if metric == self.batch_metric and self.late is not None:
-                late = self.late.update(step, value) and step >= self.cfg.steady_late_after_steps
+                late = self.late.update(step, value) and step >= self.late_after
                 if late and how is None and passes:
                     how = (f"{self._below(value, self.late.reference, self.late.reference_step)}, "
                            f"{step - (self.late.reference_step or step)} steps earlier: past the first "
-                           f"{self.cfg.steady_late_after_steps} steps no healthy run's spread falls that fast{also}")
+                           f"{self.late_after:g} steps no healthy run's spread falls that fast{also}")
             # Nor to a fall steeper than any healthy run's, its first descent's included.
             steep = self.steep.get(metric)
             if steep is not None and steep.update(step, value) and how is None:
                 how = (f"{self._below(value, steep.reference, steep.reference_step)}, "
                        f"{step - (steep.reference_step or step)} steps earlier: faster than any healthy run's spread "
                        "fell in the detection library, its first descent included")
-            # Falling again is what a healthy first descent never does, so the hold does not apply to it.
-            if metric == self.fixed_metric and self.again is not None and self.again.update(step, value):
-                how = how or (
-                    f"falling again: {100 * (1 - math.exp(-(self.again.fall or 0))):.1f}% in the last "
-                    f"{self.cfg.steady_again_window_steps} steps, at least {fmt(self.cfg.steady_again_factor)}x as "
-                    f"fast as at its slowest since its steepest fall (step {self.again.steepest_step})")
-            # The per-batch spread is sampled: one low batch is not a fall, two readings in a row are.
-            patience = 2 if metric == self.batch_metric else 1
+            # The per-batch spread is sampled: one low batch is not a fall, confirm_readings in a row are.
+            patience = self.cfg.confirm_readings if metric == self.batch_metric else 1
             if self.gate.observe(metric, how is not None, patience):
                 alerts.append(self._alert(step, "warning", metric, value, (
                     f"steady collapse: {metric} = {fmt(value)} at step {step}, {how}: the target features are "
@@ -281,8 +264,8 @@ class RankCollapseRule(TrendRule):
     name = "rank_collapse"
     token_metric = "target/token_effective_rank"
 
-    def __init__(self, cfg: RulesConfig, feature_dim: int | None = None) -> None:
-        super().__init__(cfg, {self.token_metric: cfg.rank_break, "target/effective_rank": cfg.pooled_rank_break})
+    def __init__(self, cfg: RulesConfig, feature_dim: int | None = None, clock: RunClock = REFERENCE_CLOCK) -> None:
+        super().__init__(cfg, clock, {self.token_metric: cfg.trend_break, "target/effective_rank": cfg.pooled_rank_break})
         self.feature_dim = feature_dim if feature_dim is not None and feature_dim > 0 else None
         self.floor = (cfg.rank_floor_fraction * self.feature_dim
                       if self.feature_dim is not None and cfg.rank_floor_fraction > 0 else None)
@@ -318,8 +301,9 @@ class FalseComfortRule(RuleBase):
     name = "false_comfort"
     metric = "pred_target/cosine"
 
-    def __init__(self, cfg: RulesConfig, variance: VarianceCollapseRule, rank: RankCollapseRule) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: RulesConfig, variance: VarianceCollapseRule, rank: RankCollapseRule,
+                 clock: RunClock = REFERENCE_CLOCK) -> None:
+        super().__init__(cfg, clock)
         self.variance, self.rank = variance, rank
         self.escalated = False  # the critical alert of the current episode came
         self.watches = frozenset({self.metric, *variance.watches, *rank.watches})
@@ -331,14 +315,14 @@ class FalseComfortRule(RuleBase):
             return []
         both = bool(self.variance.breaking) and bool(self.rank.breaking)
         held = both and cosine >= cfg.false_comfort_cosine
-        first = self.gate.observe(self.metric, held, cfg.false_comfort_patience)
+        first = self.gate.observe(self.metric, held, 1)
         if first:
             self.escalated = False
-        # Critical only once the combination has held `false_comfort_critical_readings` readings in a row: one
-        # reading of it also comes where an lr blow-up bends the representation without harming it.
+        # Critical only once the combination has held `confirm_readings` readings in a row: one reading of it also
+        # comes where an lr blow-up bends the representation without harming it.
         streak = self.gate.streaks.get(self.metric, 0)
         if held and not self.escalated and (first or not self.gate.armed) \
-                and streak >= max(cfg.false_comfort_critical_readings, cfg.false_comfort_patience):
+                and streak >= cfg.confirm_readings:
             self.escalated = True
             return [self._comfort_alert(step, "critical", cosine, streak)]
         if first:
@@ -360,19 +344,21 @@ class OnlineCollapseRule(RuleBase):
     only through the EMA, a few hundred steps behind, so a collapse takes the online spread down at once while the
     target's, which the other variance rules read, may still look like a healthy first descent. A healthy online
     encoder also dips below its target early in a run (to a tenth of it at worst in the detection library), but over
-    several readings; a collapse drops the ratio several-fold between two (research/online_spread.py). Streams
-    recorded before the metric existed have no reading: silent there. Right after a steep lr warm-up a healthy online
-    encoder can drop its spread as fast as a collapse does (round 33's `heads8`), so the rule judges only from
-    `online_lead_after_warmups` warm-ups into the run, where the run's lr warm-up (optim.warmup_steps) is known."""
+    several readings; a collapse drops the ratio several-fold between two. Streams recorded before the metric existed
+    have no reading: silent there. Right after a steep lr warm-up a healthy online encoder can drop its spread as fast
+    as a collapse does, so the rule judges only from `online_lead_after_warmups` warm-ups into the run, where the
+    run's lr warm-up (optim.warmup_steps) is known."""
 
     name = "online_collapse"
     online = "online/fixed_batch_std_mean"
     target = "target/fixed_batch_std_mean"
 
-    def __init__(self, cfg: RulesConfig, lr_schedule: LrSchedule | None = None) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: RulesConfig, lr_schedule: LrSchedule | None = None,
+                 clock: RunClock = REFERENCE_CLOCK) -> None:
+        super().__init__(cfg, clock)
         self.watches = frozenset({self.online, self.target})
-        self.high = RecentHigh(cfg.online_lead_window_steps)  # of the settled online/target ratios
+        self.window = clock.readings(cfg.recent_high_readings)
+        self.high = RecentHigh(self.window)  # of the settled online/target ratios
         # Readings before this still count as the recent high a fall is measured from.
         self.judged_from = cfg.online_lead_after_warmups * (lr_schedule.warmup_steps if lr_schedule else 0)
 
@@ -388,7 +374,7 @@ class OnlineCollapseRule(RuleBase):
         if self.gate.observe(self.online, fell, 1):
             return [self._alert(step, "warning", self.online, online, (
                 f"online collapse: {self.online} = {fmt(online)} at step {step}, {fmt(ratio)} of the target's "
-                f"{fmt(target)}, down from {fmt(before or 0)} of it within {cfg.online_lead_window_steps} steps: the "
+                f"{fmt(target)}, down from {fmt(before or 0)} of it within {self.window:g} steps: the "
                 "online encoder's features are shrinking toward a constant, and the target, which follows it "
                 "through the EMA, will follow. Check first any extra loss term, the learning rate and the EMA "
                 "momentum; watch target/fixed_batch_std_mean and target/effective_rank."))]

@@ -20,7 +20,6 @@ __all__ = [
     "TrendBreak",
     "FallFromStable",
     "FallOverWindow",
-    "FallingAgain",
     "FirstDescent",
 ]
 
@@ -266,55 +265,6 @@ class FallOverWindow:
             return False
         self.reference, self.reference_step = first_value, first_step
         return value <= (1.0 - self.fall) * first_value
-
-
-@dataclass
-class FallingAgain:
-    """A smooth signal falling again faster than it has since its steepest fall.
-
-    Its fall over the last `window_steps` (log units, per window: a reference read a little earlier is scaled to
-    it) is at least `min_fall` and `factor` times the slowest such fall since the steepest one, counting only
-    windows that ended a whole window before this one began to end (they do not overlap it). A healthy first
-    descent steepens once and then slows down for good, until the signal recovers; a collapse that sets in while it
-    slows makes it steepen again, slower or faster than the first time. A rise since the steepest fall counts as a
-    fall of 0.
-
-    Memory: the readings and falls of the last `window_steps` steps, and a few numbers.
-    """
-
-    window_steps: int
-    factor: float
-    min_fall: float
-    steepest: float | None = None
-    steepest_step: int | None = None
-    slowest: float | None = None
-    fall: float | None = None  # the latest window's fall
-    pending: deque = field(default_factory=deque)  # (step, fall) of windows not yet a window old
-
-    def __post_init__(self) -> None:
-        self.window = FallOverWindow(self.window_steps, 0.0)  # only its reference a window back is used
-
-    def update(self, step: int, value: float) -> bool:
-        """Learn from the reading at `step` (a positive value); True while it falls again."""
-        self.window.update(step, value)
-        reference, reference_step = self.window.reference, self.window.reference_step
-        if reference is None or reference_step is None:
-            return False
-        self.fall = math.log(reference / value) * self.window_steps / (step - reference_step)
-        while self.pending and self.pending[0][0] <= step - self.window_steps:
-            ended, fall = self.pending.popleft()
-            if self.steepest_step is not None and ended >= self.steepest_step:
-                self.slowest = fall if self.slowest is None else min(self.slowest, fall)
-        slowed = self.slowest is not None and self.steepest is not None and (
-            self.steepest >= self.min_fall and self.slowest * self.factor <= self.steepest)
-        # Until a fall of min_fall has slowed that much, a steeper fall is still the first one steepening (a plateau's
-        # wiggles are no descent); after, a steeper fall is falling again, and the pace it slowed to stays the
-        # reference.
-        if not slowed and (self.steepest is None or self.fall > self.steepest):
-            self.steepest, self.steepest_step, self.slowest = self.fall, step, None
-        self.pending.append((step, self.fall))
-        return (self.slowest is not None and self.fall >= self.min_fall
-                and self.fall >= self.factor * max(self.slowest, 0.0))
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from jepa_core.alerts.base import SEVERITIES, Alert, Rule, severity_rank
+from jepa_core.alerts.clock import REFERENCE_CLOCK, RunClock
 from jepa_core.alerts.rules import build_rules
 from jepa_core.config.rules import RulesConfig
 from jepa_core.method.schedules import LrSchedule
@@ -14,13 +15,17 @@ class RuleEngine:
     """Runs every enabled rule over a stream of metric rows and remembers what fired."""
 
     def __init__(self, cfg: RulesConfig | None = None, feature_dim: int | None = None,
-                 lr_schedule: LrSchedule | None = None, eval_count: int | None = None) -> None:
+                 lr_schedule: LrSchedule | None = None, eval_count: int | None = None,
+                 clock: RunClock | None = None) -> None:
         self.cfg = (cfg if cfg is not None else RulesConfig()).validate()
         # Facts of the run's config, not in the stream: the width of the target's features (model.embed_dim) and
-        # the lr schedule (optim: lr, start_lr, final_lr, warmup_steps, steps), the images an evaluation scores.
+        # the lr schedule (optim: lr, start_lr, final_lr, warmup_steps, steps), the images an evaluation scores,
+        # and the run's units of time (its basic cadence, warm-up and length: RunClock.of(config); without them a
+        # run of the detection library's typical shape).
         self.feature_dim = feature_dim
-        self.rules: list[Rule] = (build_rules(self.cfg, feature_dim, lr_schedule, eval_count) if self.cfg.enabled
-                                  else [])
+        self.clock = clock if clock is not None else REFERENCE_CLOCK
+        self.rules: list[Rule] = (build_rules(self.cfg, feature_dim, lr_schedule, eval_count, self.clock)
+                                  if self.cfg.enabled else [])
         self.alerts: list[Alert] = []
         self._worst = -1
 
@@ -56,7 +61,8 @@ class RuleEngine:
 
 
 def evaluate_rows(rows: Iterable[dict], cfg: RulesConfig | None = None, feature_dim: int | None = None,
-                  lr_schedule: LrSchedule | None = None, eval_count: int | None = None) -> list[Alert]:
+                  lr_schedule: LrSchedule | None = None, eval_count: int | None = None,
+                  clock: RunClock | None = None) -> list[Alert]:
     """Every alert a fresh engine raises over `rows` (e.g. `jepa_core.metrics.stream.iter_rows(path)`);
-    `feature_dim`, `lr_schedule` and `eval_count` as for RuleEngine."""
-    return RuleEngine(cfg, feature_dim, lr_schedule, eval_count).run(rows)
+    `feature_dim`, `lr_schedule`, `eval_count` and `clock` as for RuleEngine."""
+    return RuleEngine(cfg, feature_dim, lr_schedule, eval_count, clock).run(rows)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from jepa_core.alerts.base import Alert, Rule, RuleBase, fmt, number
+from jepa_core.alerts.clock import REFERENCE_CLOCK, RunClock
 from jepa_core.alerts.collapse import (FalseComfortRule, OnlineCollapseRule, RankCollapseRule, SteadyCollapseRule,
                                        Trend, VarianceCollapseRule)
 from jepa_core.alerts.evaluation import EvalRegressionRule
@@ -27,6 +28,25 @@ from jepa_core.alerts.predictor import PredictorCollapseRule
 from jepa_core.alerts.detectors import EpisodeGate, OneSidedCusum, RecentHigh, RobustBaseline
 from jepa_core.config.rules import RulesConfig, split_names
 from jepa_core.method.schedules import LrSchedule
+
+# Levels exact by definition, not thresholds: a healthy run logs 0 for a leak and for target gradients, never a
+# target-online distance of exactly 0 after step 0, and never a target statistic unchanged to the last bit while
+# the online encoder moves. A momentum below a half copies most of the online encoder at every update (healthy
+# targets run at 0.98-1.0); a target-online weight distance beyond the weights' own norm has left them behind.
+COPY_MOMENTUM = 0.5
+RUNAWAY_DISTANCE = 1.0
+# Constants of the divergence rule's robust running level (RobustBaseline, OneSidedCusum), not thresholds: the
+# level's and the noise scale's per-reading rates, the noise floor of log grad_norm (a 10% move is one scale) and of
+# the loss (2% of its level), the CUSUM's allowance and clip per reading, and the level above which the baseline
+# learns four times slower (it must not absorb the shift it is testing).
+BASELINE_ALPHA = 0.2
+SCALE_ALPHA = 0.05
+MIN_LOG_SCALE = 0.1
+LOSS_MIN_REL_SCALE = 0.02
+SHIFT_DRIFT = 1.0
+SHIFT_CLIP = 5.0
+SUSPECT_LEVEL = 8.0
+LEVEL_READINGS = 3  # readings a running level needs before anything is judged against it
 
 
 class ImmediateThresholdRule(RuleBase):
@@ -76,9 +96,8 @@ class EmaStalledRule(RuleBase):
     fixed-batch statistics frozen while the online encoder moves).
 
     The momentum is logged with every basic reading, far more often than either distance: a schedule or config that
-    sets it to 0 shows at the first reading (rounds 35 and 37: the distances' first reading after such an onset came
-    with the evaluation that showed the harm). A target that aliases the online module logs a normal momentum; only
-    the distances show that."""
+    sets it to 0 shows at the first reading, where the distances' first reading after it may come only with the
+    harm. A target that aliases the online module logs a normal momentum; only the distances show that."""
 
     name = "ema_stalled"
     momentum = "ema_tau"
@@ -86,8 +105,8 @@ class EmaStalledRule(RuleBase):
     feature_distance = "ema/fixed_batch_distance"  # read with the fixed batch, far more often than the weights'
     online_moves = ("ema/param_l2", feature_distance)  # either changing between readings: the online encoder trains
 
-    def __init__(self, cfg: RulesConfig) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: RulesConfig, clock: RunClock = REFERENCE_CLOCK) -> None:
+        super().__init__(cfg, clock)
         self.frozen_metrics = split_names(cfg.ema_frozen_metrics)
         self.watches = frozenset({self.momentum, self.distance, *self.online_moves, *self.frozen_metrics})
         self.last_stats: dict[str, float] = {}
@@ -99,8 +118,9 @@ class EmaStalledRule(RuleBase):
     def update(self, row: dict) -> list[Alert]:
         step, cfg, alerts = row["step"], self.cfg, []
         momentum = number(row, self.momentum)
-        if momentum is not None and math.isfinite(momentum) and step >= cfg.ema_stalled_warmup_steps:
-            if self.momentum_gate.observe(self.momentum, momentum < cfg.ema_stalled_max_momentum, 1):
+        # From step 1: at step 0 the target copies the online encoder by construction.
+        if momentum is not None and math.isfinite(momentum) and step >= 1:
+            if self.momentum_gate.observe(self.momentum, momentum < COPY_MOMENTUM, 1):
                 # A warning: what the momentum does is shown by the distances (critical at 0) and the collapse
                 # rules; a copied target labelled benign by harm (batch32, sparse: no distance reading or collapse
                 # within the steps the library trains past the onset) would otherwise count a critical false alarm.
@@ -112,9 +132,9 @@ class EmaStalledRule(RuleBase):
                     "is target = m*target + (1-m)*online, not with m and 1-m swapped.")))
         for metric in (self.distance, self.feature_distance):
             distance = number(row, metric)
-            if distance is None or not math.isfinite(distance) or step < cfg.ema_stalled_warmup_steps:
+            if distance is None or not math.isfinite(distance) or step < 1:
                 continue
-            if self.gate.observe(metric, distance <= cfg.ema_stalled_max_distance, cfg.ema_stalled_patience):
+            if self.gate.observe(metric, distance <= 0.0, 1):  # exactly 0 after step 0 is conclusive at once
                 alerts.append(self._alert(step, "critical", metric, distance, (
                     f"target encoder equals the online encoder ({metric} = {fmt(distance)} at step {step}): "
                     "the EMA momentum is effectively 0, which collapses the representation. Check first the EMA "
@@ -128,17 +148,15 @@ class EmaStalledRule(RuleBase):
                 self.online_moved = True
             self.last_online[metric] = value
         present = {m: v for m in self.frozen_metrics if (v := number(row, m)) is not None and math.isfinite(v)}
-        if not present or step < cfg.warmup_steps:
+        if not present or step < self.settle_step:
             return alerts
         compared = [m for m in present if m in self.last_stats]
-        tolerance = cfg.ema_frozen_rel_tolerance
-        unchanged = bool(compared) and all(
-            abs(present[m] - self.last_stats[m]) <= tolerance * abs(self.last_stats[m]) for m in compared)
+        unchanged = bool(compared) and all(present[m] == self.last_stats[m] for m in compared)
         self.last_stats.update(present)
         if not unchanged:
             self.online_moved = False
         metric = next(iter(present))
-        if self.gate.observe("target/frozen", unchanged and self.online_moved, cfg.ema_frozen_patience):
+        if self.gate.observe("target/frozen", unchanged and self.online_moved, cfg.confirm_readings):
             alerts.append(self._alert(step, "critical", metric, present[metric], (
                 f"target encoder is never updated: {', '.join(compared)} exactly unchanged at step {step} while "
                 "the online encoder keeps moving. Check first that the EMA update runs after every optimizer step "
@@ -153,24 +171,22 @@ class EmaRunawayRule(RuleBase):
     probe batch) jumping in one reading.
 
     The jump is what a late learning-rate blow-up shows first when it scrambles the representation rather than
-    collapsing it (round 25's `flatlr` misses: the feature distance 3.5-6x its previous reading, 39 steps before
-    harm, while spreads and ranks rose). The trend adds a capped amount per reading, so at a cadence of 65 or 500 steps
-    one reading, however far it jumps, cannot fire it. Healthy runs of rounds 1-25 (273) jump at most 1.8x (weights)
-    and 2.4x (features) in one reading, both early in the lr warm-up (research/distance_jumps.py). A long or steep
-    warm-up moves the features farther than that by the schedule alone (round 37's `slowlr`: 4x between steps 32 and
-    64), so with the run's lr schedule known, the feature distance's jump is what remains once the schedule's own
-    growth between the two readings is divided out (rounds 1-37: 2.07x at most on 427 healthy runs)."""
+    collapsing it: the feature distance several times its previous reading, while spreads and ranks rise. The trend
+    adds a capped amount per reading, so at a slow cadence one reading, however far it jumps, cannot fire it. Healthy
+    runs of the detection library jump at most about 2x in one reading, early in the lr warm-up, where the schedule
+    alone moves the features farther at each reading; so with the run's lr schedule known, the feature distance's jump
+    is what remains once the schedule's own growth between the two readings (the area under it) is divided out."""
 
     name = "ema_runaway"
     metric = "ema/relative_param_l2"
     feature_distance = "ema/fixed_batch_distance"
     watches = frozenset({metric, feature_distance})
 
-    def __init__(self, cfg: RulesConfig, lr_schedule: LrSchedule | None = None) -> None:
-        super().__init__(cfg)
-        self.trend = Trend(cfg, cfg.ema_runaway_break, rising=True)
-        self.jump_ratio = {self.metric: cfg.ema_runaway_jump_ratio,
-                           self.feature_distance: cfg.ema_runaway_feature_jump_ratio}
+    def __init__(self, cfg: RulesConfig, lr_schedule: LrSchedule | None = None,
+                 clock: RunClock = REFERENCE_CLOCK) -> None:
+        super().__init__(cfg, clock)
+        self.trend = Trend(cfg, clock, cfg.trend_break, rising=True)
+        self.jump_ratio = cfg.ema_runaway_jump_ratio
         # The feature distance's jump is judged against what the run's lr schedule alone explains (the lr summed up
         # to each reading); without the schedule (a stream without its config), against the reading itself.
         self.lr_schedule = lr_schedule
@@ -186,8 +202,8 @@ class EmaRunawayRule(RuleBase):
             return None
         step = row["step"]
         last, self.previous[metric] = self.previous.get(metric), (step, value)
-        ratio = self.jump_ratio[metric]
-        if last is None or ratio <= 0 or step < self.cfg.warmup_steps:
+        ratio = self.jump_ratio
+        if last is None or ratio <= 0 or step < self.settle_step:
             return None
         growth = self._schedule_growth(metric, last[0], step)
         jump = value / last[1] / growth
@@ -205,17 +221,17 @@ class EmaRunawayRule(RuleBase):
         return now / then if then > 0 and now > then else 1.0
 
     def update(self, row: dict) -> list[Alert]:
-        step, cfg, alerts = row["step"], self.cfg, []
+        step, alerts = row["step"], []
         jumps = {m: j for m in (self.metric, self.feature_distance) if (j := self._jumped(row, m)) is not None}
         value = self._settled_reading(row, self.metric)
         if value is not None and value > 0:
             climbing = self.trend.update(step, value)
-            out_of_bounds = value > cfg.ema_runaway_max_distance
+            out_of_bounds = value > RUNAWAY_DISTANCE
             if self.gate.observe(self.metric, climbing or out_of_bounds or self.metric in jumps, 1):
                 how = ("farther than the weights norm" if out_of_bounds else
                        jumps[self.metric][1] if self.metric in jumps else "climbing faster than its own trend")
                 alerts.append(self._runaway(step, self.metric, value, how))
-        if step >= cfg.warmup_steps and number(row, self.feature_distance) is not None:
+        if step >= self.settle_step and number(row, self.feature_distance) is not None:
             jumped = jumps.get(self.feature_distance)
             if self.feature_gate.observe(self.feature_distance, jumped is not None, 1):  # True only on a jump
                 reading, how = jumped
@@ -235,14 +251,13 @@ class _LevelShift:
 
     def __init__(self, cfg: RulesConfig, threshold: float) -> None:
         self.cfg = cfg
-        self.baseline = RobustBaseline(cfg.divergence_baseline_alpha, min_scale=cfg.divergence_min_log_scale,
-                                       scale_alpha=cfg.divergence_scale_alpha)
-        self.cusum = OneSidedCusum(cfg.divergence_cusum_drift, threshold, cfg.divergence_cusum_clip)
+        self.baseline = RobustBaseline(BASELINE_ALPHA, min_scale=MIN_LOG_SCALE, scale_alpha=SCALE_ALPHA)
+        self.cusum = OneSidedCusum(SHIFT_DRIFT, threshold, SHIFT_CLIP)
 
     def update(self, value: float) -> bool:
         x = math.log(max(value, 1e-30))
-        climbing = self.cusum.update(self.baseline.z(x)) if self.baseline.count >= self.cfg.min_readings else False
-        self.baseline.update(x, suspect=self.cusum.total > self.cfg.divergence_suspect_level)
+        climbing = self.cusum.update(self.baseline.z(x)) if self.baseline.count >= LEVEL_READINGS else False
+        self.baseline.update(x, suspect=self.cusum.total > SUSPECT_LEVEL)
         return climbing
 
     @property
@@ -256,22 +271,24 @@ class DivergenceRule(RuleBase):
     agreement = "pred_target/cosine"
     watches = frozenset({"grad_norm", "loss", "health/update_ratio", spread, agreement})
 
-    def __init__(self, cfg: RulesConfig) -> None:
-        super().__init__(cfg)
-        self.shifts = {"grad_norm": _LevelShift(cfg, cfg.divergence_grad_norm_threshold),
-                       "health/update_ratio": _LevelShift(cfg, cfg.divergence_cusum_threshold)}
-        self.loss_baseline = RobustBaseline(cfg.divergence_baseline_alpha, scale_alpha=cfg.divergence_scale_alpha)
+    def __init__(self, cfg: RulesConfig, clock: RunClock = REFERENCE_CLOCK) -> None:
+        super().__init__(cfg, clock)
+        self.judged_from = clock.of_run(cfg.divergence_settle_fraction)
+        self.agreement_window = clock.readings(cfg.recent_high_readings)
+        self.shifts = {"grad_norm": _LevelShift(cfg, cfg.divergence_shift_break),
+                       "health/update_ratio": _LevelShift(cfg, cfg.divergence_shift_break)}
+        self.loss_baseline = RobustBaseline(BASELINE_ALPHA, scale_alpha=SCALE_ALPHA)
         # A learning rate too high pushes the weights, and with them the target's features, apart: the per-batch
         # spread climbs faster than its own trend. Read every few steps at any cadence, unlike the update ratio
         # and the parameter distance (every 500 steps at the defaults).
-        self.spread_trend = Trend(cfg, cfg.divergence_spread_break, rising=True)
+        self.spread_trend = Trend(cfg, clock, cfg.trend_break, rising=True)
         # The prediction's agreement with the target falling fast: scale-free where the loss is not (a loss that
         # triples from 0.1 is within the noise a steep early descent taught the loss baseline).
-        self.agreement_high = RecentHigh(cfg.divergence_agreement_window_steps)
+        self.agreement_high = RecentHigh(self.agreement_window)
 
     def update(self, row: dict) -> list[Alert]:
         step, cfg, alerts = row["step"], self.cfg, []
-        if step < cfg.divergence_warmup_steps:
+        if step < self.judged_from:
             return []
         for metric, shift in self.shifts.items():
             value = number(row, metric)
@@ -279,8 +296,8 @@ class DivergenceRule(RuleBase):
                 continue
             # One reading far above the running level: on the detection library's healthy runs the largest was
             # 4.3x; a collapse term or a target swap shows at once as a 7-15x jump in the gradient.
-            spike = (metric == "grad_norm" and shift.baseline.count >= cfg.min_readings
-                     and value > cfg.divergence_grad_spike_factor * shift.baseline_value)
+            spike = (metric == "grad_norm" and shift.baseline.count >= LEVEL_READINGS
+                     and value > cfg.divergence_spike * shift.baseline_value)
             climbing = shift.update(value)
             if self.gate.observe(metric, climbing or spike, 1):
                 what = ("the optimizer's steps grew relative to the weights" if metric == "health/update_ratio"
@@ -291,7 +308,7 @@ class DivergenceRule(RuleBase):
                     f") up to step {step}: {what}. Check first the learning rate and its schedule (lower it or "
                     "lengthen warm-up), gradient clipping, and weight decay; watch the loss for a spike next.")))
         spread = self._settled_reading(row, self.spread)
-        if spread is not None and spread > 0 and cfg.divergence_spread_break > 0:
+        if spread is not None and spread > 0 and cfg.trend_break > 0:
             climbing = self.spread_trend.update(step, spread)
             if self.gate.observe(self.spread, climbing, 1):
                 alerts.append(self._alert(step, "warning", self.spread, spread, (
@@ -303,11 +320,11 @@ class DivergenceRule(RuleBase):
         loss = number(row, "loss")
         if loss is not None and math.isfinite(loss):
             center = self.loss_baseline.center
-            self.loss_baseline.min_scale = max(1e-12, cfg.divergence_loss_min_rel_scale * abs(center or loss))
+            self.loss_baseline.min_scale = max(1e-12, LOSS_MIN_REL_SCALE * abs(center or loss))
             z = self.loss_baseline.z(loss)
-            spiking = self.loss_baseline.count >= cfg.min_readings and z > cfg.divergence_loss_z
+            spiking = self.loss_baseline.count >= LEVEL_READINGS and z > cfg.divergence_spike
             self.loss_baseline.update(loss)
-            if self.gate.observe("loss", spiking, cfg.divergence_loss_patience):
+            if self.gate.observe("loss", spiking, cfg.confirm_readings):
                 alerts.append(self._alert(step, "warning", "loss", loss, (
                     f"divergence: loss jumped to {fmt(loss)} at step {step}, {fmt(z)} scales above its running "
                     f"level {fmt(center or 0.0)}. Check first the learning rate schedule (a blow-up), gradient "
@@ -320,44 +337,44 @@ class DivergenceRule(RuleBase):
         cosine = self._settled_reading(row, self.agreement)
         if cosine is None or cfg.divergence_agreement_fall <= 0:
             return []
-        window = cfg.divergence_agreement_window_steps
         high = self.agreement_high.update(step, cosine)
         fell = high is not None and high > 0 and cosine <= (1 - cfg.divergence_agreement_fall) * high
         if not self.gate.observe(self.agreement, fell, 1):
             return []
         return [self._alert(step, "warning", self.agreement, cosine, (
             f"divergence: {self.agreement} = {fmt(cosine)} at step {step}, {100 * (1 - cosine / high):.0f}% below "
-            f"its {fmt(high)} of the last {window} steps: the predictor has lost the target, which is moving faster "
+            f"its {fmt(high)} of the last {self.agreement_window:g} steps: the predictor has lost the target, which is moving faster "
             "than it can follow. Check first the learning rate and its schedule (a blow-up), then the EMA momentum; "
             "watch loss and target/std_mean, which move with it."))]
 
 
 def build_rules(cfg: RulesConfig, feature_dim: int | None = None, lr_schedule: LrSchedule | None = None,
-                eval_count: int | None = None) -> list[Rule]:
+                eval_count: int | None = None, clock: RunClock = REFERENCE_CLOCK) -> list[Rule]:
     """One instance of every §7 rule, configured by `cfg` (fresh state: use one set per stream). `feature_dim` is the
     width of the target's features (model.embed_dim), which rank_collapse's floor needs (None: the floor is off);
     `lr_schedule` the run's lr schedule (its [optim] section): online_collapse waits out its warm-up and ema_runaway
     judges the feature distance's jumps against it (None: neither does); `eval_count` the images in the probe-val
-    half (eval_regression's binomial noise on streams that did not measure it; None: such streams are not judged)."""
-    variance, rank = VarianceCollapseRule(cfg), RankCollapseRule(cfg, feature_dim)
+    half (eval_regression's binomial noise on streams that did not measure it; None: such streams are not judged);
+    `clock` the run's units of time (jepa_core.alerts.clock)."""
+    variance, rank = VarianceCollapseRule(cfg, clock), RankCollapseRule(cfg, feature_dim, clock)
     return [
-        ImmediateThresholdRule(cfg, "mask_leak", "mask/overlap_fraction", cfg.mask_leak_max_overlap, (
+        ImmediateThresholdRule(cfg, "mask_leak", "mask/overlap_fraction", 0.0, (
             "mask leak: {value} of target patches also appear in the context at step {step}; the predictor can copy "
             "its answers. Check first the mask collator (context indices must exclude every target block) and "
             "faults.mask_leak_fraction.")),
-        ImmediateThresholdRule(cfg, "target_gradients", "ema/target_grad_params", cfg.target_grad_max_params, (
+        ImmediateThresholdRule(cfg, "target_gradients", "ema/target_grad_params", 0.0, (
             "target encoder receives gradients ({value} parameters hold or require a grad at step {step}): check "
             "that the target forward runs under torch.no_grad() and that its parameters have requires_grad=False "
             "and are not in the optimizer.")),
         NonFiniteRule(cfg),
         variance,
         rank,
-        SteadyCollapseRule(cfg, variance),  # after variance_collapse, whose trend verdicts it reads
-        OnlineCollapseRule(cfg, lr_schedule),
-        EmaStalledRule(cfg),
-        EmaRunawayRule(cfg, lr_schedule),
-        FalseComfortRule(cfg, variance, rank),  # after the two it reads, so it sees this row's verdicts
-        DivergenceRule(cfg),
-        PredictorCollapseRule(cfg),
+        SteadyCollapseRule(cfg, variance, clock),  # after variance_collapse, whose trend verdicts it reads
+        OnlineCollapseRule(cfg, lr_schedule, clock),
+        EmaStalledRule(cfg, clock),
+        EmaRunawayRule(cfg, lr_schedule, clock),
+        FalseComfortRule(cfg, variance, rank, clock),  # after the two it reads, so it sees this row's verdicts
+        DivergenceRule(cfg, clock),
+        PredictorCollapseRule(cfg, clock),
         *([EvalRegressionRule(cfg, eval_count)] if cfg.eval_regression_noise_multiple > 0 else []),
     ]

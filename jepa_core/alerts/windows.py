@@ -2,35 +2,31 @@
 
 A rewind from an alert (`jepa rewind --alert N`) and the checkpoint the trainer keeps when an alert fires both start
 from the newest checkpoint at least one window before the alert, so that the state rewound to predates everything
-the rule saw going wrong. A rule's window is the longest of: its own comparison windows (`RulesConfig`'s
-`<rule>_..._window_steps`), one interval of the metric that fired (back to the reading before it: an evaluation
+the rule saw going wrong. A rule's window is the longest of: its own comparison windows (`OWN_WINDOWS`: `RulesConfig`
+fields in basic readings), one interval of the metric that fired (back to the reading before it: an evaluation
 rule looks one evaluation back; without a known metric, the slowest the rule reads) and two basic readings (a
 patience of two, at the run's cadences).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import math
 
 from jepa_core.config import DiagnosticsConfig, RulesConfig
 from jepa_core.metrics import registry
 
-# The RulesConfig fields of each rule's own comparison windows, by prefix.
-WINDOW_PREFIXES: dict[str, str] = {
-    "steady_collapse": "steady_",
-    "online_collapse": "online_lead_",
-    "predictor_collapse": "predictor_collapse_",
-    "divergence": "divergence_agreement_",
+# The RulesConfig fields (in basic readings) of each rule's own comparison windows.
+OWN_WINDOWS: dict[str, tuple[str, ...]] = {
+    "steady_collapse": ("steady_window_readings", "steady_late_window_readings"),
+    "online_collapse": ("recent_high_readings",),
+    "predictor_collapse": ("recent_high_readings",),
+    "divergence": ("recent_high_readings",),
 }
-WINDOW_SUFFIX = "_window_steps"
 
 
-def _own_windows(rule: str, rules: RulesConfig) -> list[int]:
-    prefix = WINDOW_PREFIXES.get(rule)
-    if prefix is None:
-        return []
-    return [int(getattr(rules, f.name)) for f in dataclasses.fields(rules)
-            if f.name.startswith(prefix) and f.name.endswith(WINDOW_SUFFIX)]
+def _own_windows(rule: str, rules: RulesConfig, reading_steps: int) -> list[int]:
+    """The rule's own windows in steps (rounded up: a window always spans the readings it names)."""
+    return [math.ceil(float(getattr(rules, name)) * reading_steps) for name in OWN_WINDOWS.get(rule, ())]
 
 
 def _cadence(rule: str, metric: str | None, cadences: DiagnosticsConfig) -> int:
@@ -45,7 +41,7 @@ def rule_window_steps(rule: str, rules: RulesConfig, cadences: DiagnosticsConfig
     basic = 2 * int(cadences.basic_every_steps)
     if rule not in registry.rules():
         return basic
-    return max([basic, _cadence(rule, metric, cadences), *_own_windows(rule, rules)])
+    return max([basic, _cadence(rule, metric, cadences), *_own_windows(rule, rules, int(cadences.basic_every_steps))])
 
 
 def rewind_reserve(step: int, checkpoint_steps: list[int], rules: RulesConfig,

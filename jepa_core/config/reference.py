@@ -20,7 +20,10 @@ from jepa_core.config.sections import Config
 
 _FIELD = re.compile(r"^\s{4}(\w+)\s*:[^=]*=(.*?)(?:#\s*(.*))?$")
 _COMMENT = re.compile(r"^\s{4}#\s?(.*)$")
-_UNITS = (("_every_steps", "steps"), ("_steps", "steps"), ("_readings", "readings"), ("_innovations", "readings"),
+_UNITS = (("online_lead_fall", "times"), ("_every_steps", "steps"), ("_steps", "steps"), ("_readings", "readings"),
+          ("_warmups", "lr warm-ups"), ("_break", "noise scales"), ("trend_drift", "noise scales"), ("_fall", "fraction"),
+          ("_change", "fraction"), ("_floor", "fraction"), ("_cosine", "cosine"), ("divergence_spike", "times / noise scales"),
+          ("_settle_fraction", "fraction of the run"), ("_innovations", "readings"),
           ("_patience", "readings"), ("_fraction", "fraction"), ("_ratio", "ratio"), ("_multiple", "noises"),
           ("_factor", "factor"), ("img_size", "pixels"), ("patch_size", "pixels"), ("_dim", "features"),
           ("batch_size", "images"), ("_scale", "fraction of the image"), ("_aspect", "ratio"), ("lr", "per update"),

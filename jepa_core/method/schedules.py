@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = ["LrSchedule", "warmup_cosine", "cosine_schedule"]
 
@@ -53,7 +53,6 @@ class LrSchedule:
     final_lr: float
     warmup_steps: int
     steps: int
-    _sums: list[float] = field(default_factory=list, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, optim) -> LrSchedule:
@@ -63,15 +62,16 @@ class LrSchedule:
     def at(self, step: int) -> float:
         return warmup_cosine(step, self.steps, self.warmup_steps, self.lr, self.final_lr, self.start_lr)
 
-    def summed(self, step: int) -> float:
-        """The lr summed over the updates a row at `step` follows (updates 0..step-1; 0 at step 0)."""
-        step = max(step, 0)
-        if step > self.steps:  # past the end the schedule holds final_lr
-            return self.summed(self.steps) + self.final_lr * (step - self.steps)
-        # Summed as far as asked, once (a frozen dataclass's list can still be filled): a run's rows never ask
-        # past the step it reached, however long its schedule.
-        if not self._sums:
-            self._sums.append(0.0)
-        while len(self._sums) <= step:
-            self._sums.append(self._sums[-1] + self.at(len(self._sums) - 1))
-        return self._sums[step]
+    def summed(self, step: float) -> float:
+        """The lr summed over the run up to `step`: the area under the schedule, taken as continuous (so the ratio of
+        two sums is the same at any stretch of the same schedule; 0 at step 0). Past the end it holds final_lr."""
+        step = max(float(step), 0.0)
+        warm = min(step, float(self.warmup_steps))
+        area = self.start_lr * warm + (self.lr - self.start_lr) * warm * warm / (2 * self.warmup_steps) \
+            if self.warmup_steps > 0 else 0.0
+        decay = float(self.steps - self.warmup_steps)
+        into = min(step, float(self.steps)) - self.warmup_steps
+        if into > 0 and decay > 0:
+            area += self.final_lr * into + (self.lr - self.final_lr) * 0.5 * (
+                into + decay / math.pi * math.sin(math.pi * into / decay))
+        return area + self.final_lr * max(step - self.steps, 0.0)

@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 
 from jepa_core.alerts.base import Alert
+from jepa_core.alerts.clock import RunClock
 from jepa_core.alerts.engine import RuleEngine
 from jepa_core.alerts.windows import rewind_reserve, rewind_step_before, rule_window_steps
 from jepa_core.common.atomic import remove_stale_temp_files
@@ -123,7 +124,8 @@ class Trainer:
         self.lr_schedule = LrSchedule.of(cfg.optim)
         labelled = int((self.heldout.labels >= 0).sum())
         self.rules = RuleEngine(cfg.rules, feature_dim=cfg.model.embed_dim, lr_schedule=self.lr_schedule,
-                                eval_count=labelled - labelled // 2 or None)  # the probe-val half
+                                eval_count=labelled - labelled // 2 or None,  # the probe-val half
+                                clock=RunClock.of(cfg))
         self.step = 0
         self.critical_alert = False  # acted on by every rank
         self.diverged = False  # the last update was refused: its loss or gradient was non-finite

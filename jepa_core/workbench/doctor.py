@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from jepa_core.alerts.base import SEVERITIES, Alert
+from jepa_core.alerts.clock import RunClock
 from jepa_core.alerts.engine import RuleEngine
 from jepa_core.common.console import format_duration, json_terminal_safe, terminal_safe
 from jepa_core.config import ConfigError, RulesConfig, load_config
@@ -217,20 +218,22 @@ def run_rules(run_dir: Path) -> RulesConfig:
         raise UnreadableRunError(f"{config}: the run's own rules do not load: {exc}") from exc
 
 
-def run_facts(run_dir: Path) -> dict[str, int | LrSchedule | None]:
+def run_facts(run_dir: Path) -> dict[str, int | LrSchedule | RunClock | None]:
     """What the rules need from the run's config.toml and the stream does not carry, as RuleEngine's keywords: the
     width of the target's features (model.embed_dim; rank_collapse's floor) and the lr schedule (optim; online_collapse
     waits out its warm-up, ema_runaway judges feature-distance jumps against it) and the probe-val count
-    (eval_regression's binomial noise for streams that did not measure theirs). None without a readable config (the
-    verdict then rests on the stream)."""
+    (eval_regression's binomial noise for streams that did not measure theirs) and its clock (the rules' units of
+    time: basic cadence, warm-up, length). None without a readable config (the verdict then rests on the stream, and
+    time on the reference clock)."""
     try:
         cfg = load_config(run_dir / "config.toml")
     except (OSError, ValueError, ConfigError):
-        return {"feature_dim": None, "lr_schedule": None, "eval_count": None}
+        return {"feature_dim": None, "lr_schedule": None, "eval_count": None, "clock": None}
     # The probe-val half of the held-out split: known from the config alone for the shapes (a fraction of a folder
     # or archive is only known once it is read; new runs measure their evaluation noise instead).
     eval_count = cfg.data.num_heldout - cfg.data.num_heldout // 2 if cfg.data.dataset == "shapes" else None
-    return {"feature_dim": cfg.model.embed_dim, "lr_schedule": LrSchedule.of(cfg.optim), "eval_count": eval_count}
+    return {"feature_dim": cfg.model.embed_dim, "lr_schedule": LrSchedule.of(cfg.optim), "eval_count": eval_count,
+            "clock": RunClock.of(cfg)}
 
 
 def run_feature_dim(run_dir: Path) -> int | None:

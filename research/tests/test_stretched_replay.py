@@ -1,18 +1,18 @@
-"""research/stretched_replay.py: a stream and its schedule stretched alike, and the rules whose verdicts carry no
-step count (the invariants, and eval_regression) judging both alike."""
+"""research/stretched_replay.py: a stream, its schedule and its cadences stretched alike, and every rule judging both
+alike: on a synthetic stream and on a sample of the detection library (the script judges every case)."""
 
 from __future__ import annotations
 
+import random
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # research/: its scripts by name
 import stretched_replay  # noqa: E402
 
+from jepa_core.alerts.clock import RunClock  # noqa: E402
 from jepa_core.alerts.engine import evaluate_rows  # noqa: E402
 from jepa_core.method.schedules import LrSchedule  # noqa: E402
-
-NO_STEP_COUNT = {"mask_leak", "target_gradients", "non_finite", "eval_regression"}
 
 
 def stream() -> list[dict]:
@@ -29,19 +29,33 @@ def stream() -> list[dict]:
     return rows
 
 
-def test_stretching_multiplies_the_steps_and_the_schedule_alike():
+def test_stretching_multiplies_the_steps_the_schedule_and_the_clock_alike():
     rows = stream()
     assert [r["step"] for r in stretched_replay.stretched(rows, 10)] == [r["step"] * 10 for r in rows]
-    facts = {"feature_dim": 96, "lr_schedule": LrSchedule(5e-4, 1e-5, 1e-6, 80, 1600), "eval_count": 1000}
+    facts = {"feature_dim": 96, "lr_schedule": LrSchedule(5e-4, 1e-5, 1e-6, 80, 1600), "eval_count": 1000,
+             "clock": RunClock(20, 80, 1600)}
     out = stretched_replay.stretched_facts(facts, 10)
     assert (out["lr_schedule"].warmup_steps, out["lr_schedule"].steps) == (800, 16000)
+    assert out["clock"] == RunClock(200, 800, 16000)
     assert out["feature_dim"] == 96 and out["eval_count"] == 1000
-    assert stretched_replay.stretched_facts({"lr_schedule": None}, 10) == {"lr_schedule": None}
+    assert stretched_replay.stretched_facts({"lr_schedule": None, "clock": None}, 10) == {"lr_schedule": None,
+                                                                                         "clock": None}
 
 
-def test_rules_without_a_step_count_judge_a_stretched_run_alike():
+def test_a_synthetic_stream_draws_the_same_alerts_at_ten_times_the_steps():
     rows = stream()
-    plain = [a for a in evaluate_rows(rows) if a.rule in NO_STEP_COUNT]
-    assert {a.rule for a in plain} == {"mask_leak", "eval_regression"}  # the stream makes both fire
-    stretched = [a for a in evaluate_rows(stretched_replay.stretched(rows, 10)) if a.rule in NO_STEP_COUNT]
+    clock = RunClock(10, 40, 400)
+    plain = evaluate_rows(rows, clock=clock)
+    assert {a.rule for a in plain} >= {"mask_leak", "eval_regression"}  # the stream makes both fire
+    stretched = evaluate_rows(stretched_replay.stretched(rows, 10), clock=clock.stretched(10))
     assert stretched_replay.alert_keys(plain, 10) == stretched_replay.alert_keys(stretched)
+
+
+def test_a_sample_of_the_library_draws_the_same_alerts_at_ten_times_the_steps():
+    cases = sorted(random.Random(45).sample(stretched_replay.library_cases(), 60))
+    alerted = 0
+    for case in cases:
+        plain, stretched = stretched_replay.compare(case, 10)
+        assert plain == stretched, case
+        alerted += bool(plain)
+    assert alerted >= 30  # the sample is not a quiet one: most of its cases draw alerts
