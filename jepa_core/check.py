@@ -109,11 +109,12 @@ def check_masks(cfg: Config, batches: int, report: Report) -> None:
         report.say("  (faults.mask_leak_fraction is on: the overlap is the injected fault)")
 
 
-# In the detection library every harmful collapse and EMA fault was caught where the fixed probe batch was read every
-# 100 steps or more often. At every 250 a collapse that continued the run's first descent went unseen until its
-# per-batch spread's pace, past the early phase, gave it away 25 steps before its harm, where every 20 caught it 85
-# steps before (research/detection.py, the `batch32` and `batch32_fb` settings).
-FIXED_BATCH_SEEN_STEPS = 100
+# In the detection library every harmful collapse and EMA fault was caught where the fixed probe batch was read at
+# most 5 basic readings apart. At 10 apart (`batch32`: every 250 steps, basic readings every 25) a collapse that
+# continued the run's first descent went unseen until its per-batch spread's pace, late in the run, gave it away
+# just before its harm (research/detection.py, the `batch32` and `batch32_fb` settings). Readings, not steps: the
+# rules count time in the run's own units.
+FIXED_BATCH_SEEN_READINGS = 5
 
 
 def check_early_warning(cfg: Config, report: Report) -> None:
@@ -122,11 +123,12 @@ def check_early_warning(cfg: Config, report: Report) -> None:
     report.say(f"early warning: per-batch signals every {d.representation_every_steps} steps, the fixed probe batch "
                f"every {d.fixed_batch_every_steps}, rank every {d.covariance_every_steps}, parameter distance every "
                f"{d.param_distance_every_steps}, masks every {d.mask_check_every_steps}")
-    if d.fixed_batch_every_steps > FIXED_BATCH_SEEN_STEPS:
+    if d.fixed_batch_every_steps > FIXED_BATCH_SEEN_READINGS * d.basic_every_steps:
         report.say(f"  note: the fixed probe batch every {d.fixed_batch_every_steps} steps lets a collapse or a "
                    "frozen or copied target do its harm between two readings; the rules caught them all at "
-                   f"{FIXED_BATCH_SEEN_STEPS} or less (diagnostics.fixed_batch_every_steps: two forwards of "
-                   "8 images a reading)")
+                   f"{FIXED_BATCH_SEEN_READINGS} basic readings apart or less, here "
+                   f"{FIXED_BATCH_SEEN_READINGS * d.basic_every_steps} steps (diagnostics.fixed_batch_every_steps: two "
+                   "forwards of 8 images a reading)")
 
 
 def check_model(cfg: Config, report: Report) -> JEPA:

@@ -45,6 +45,10 @@ def test_a_sparse_fixed_batch_is_noted_not_refused(capsys) -> None:
     out = capsys.readouterr().out
     assert "the fixed probe batch every 250 steps lets a collapse" in out
     assert "diagnostics.fixed_batch_every_steps" in out and out.rstrip().endswith("verdict: feasible")
+    # sparse against the run's own readings, not in steps: with basic readings every 100 steps, 250 is close enough
+    assert jepa(["check", *SMALL, "--set", "diagnostics.fixed_batch_every_steps=250",
+                 "--set", "diagnostics.basic_every_steps=100"]) == 0
+    assert "lets a collapse" not in capsys.readouterr().out
 
 
 def test_a_loader_slower_than_the_step_is_not_feasible(monkeypatch, capsys) -> None:

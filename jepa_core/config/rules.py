@@ -52,8 +52,12 @@ RETIRED_KEYS = frozenset({
     "divergence_grad_spike_factor", "divergence_loss_z", "divergence_loss_min_rel_scale", "divergence_loss_patience",
     "divergence_agreement_window_readings", "online_lead_window_readings", "predictor_collapse_window_readings",
     "steady_steep_window_readings", "steady_late_after_readings", "fixed_batch_trend_min_warmups", "min_readings",
-    "steady_again_window_readings",
-    "first_descent_max_warmups",
+    "steady_again_window_readings", "first_descent_max_warmups",
+    # a trial of the same in lr warm-ups, written into one recorded digits run's config (research/data/real)
+    "settle_warmups", "trend_level_warmups", "trend_slope_warmups", "steady_window_warmups",
+    "steady_late_window_warmups", "steady_late_after_warmups", "steady_steep_window_warmups",
+    "steady_again_window_warmups", "online_lead_window_warmups", "predictor_collapse_window_warmups",
+    "divergence_settle_warmups", "divergence_agreement_window_warmups",
 })
 
 

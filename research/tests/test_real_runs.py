@@ -175,3 +175,19 @@ def test_the_real_split_counts_a_healthy_run_that_ends_worse_than_init_as_harm_a
     false_critical = [v for v in verdicts.values() if v.harm_step is None and v.first_critical is not None]
     assert missed == len(late) + len(false_critical)
     assert f"caught at or before harm          {len(harmful) - len(late)}/{len(harmful)}" in "\n".join(lines)
+
+
+def test_every_recorded_real_run_has_a_config_the_rules_can_read():
+    # The rules read a run's clock, lr schedule and width from its config.toml; one that no longer loads (a key this
+    # version does not know) would be judged silently on the reference clock instead.
+    import real_split
+
+    from jepa_core.alerts.clock import RunClock
+    from jepa_core.config import load_config
+    from jepa_core.workbench.doctor import run_facts
+
+    runs = sorted(p.parent for p in real_split.RECORDED.glob("*/*/config.toml"))
+    assert len(runs) >= 40
+    for run in runs:
+        cfg = load_config(run / "config.toml")
+        assert run_facts(run)["clock"] == RunClock.of(cfg), run
