@@ -1,9 +1,9 @@
 """What every early-warning rule is made of (design §7): the alert, the rule protocol and the shared plumbing.
 
 Rows are sparse: each rule acts only on rows that carry its metrics and counts *readings*, not steps. Every rule has a
-warm-up (early readings build references but never fire), a patience (consecutive readings in the condition),
-per-episode dedup (one alert when the condition starts, re-armed after `rearm_readings` clear readings) and a
-runbook-style message. The rules are in `jepa_core.alerts.rules`, the engine that runs them in `.engine`.
+settling time in basic readings (early readings build references but never fire), a patience (consecutive readings
+in the condition), per-episode dedup (one alert when the condition starts, re-armed after `rearm_readings` clear
+readings) and a runbook-style message. The rules are in `jepa_core.alerts.rules`, the engine that runs them in `.engine`.
 """
 
 from __future__ import annotations
