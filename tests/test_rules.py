@@ -212,7 +212,7 @@ def test_a_collapse_that_continues_the_early_descent_is_caught_by_its_pace_past_
     # from where it rested can tell this collapse from the healthy descent it continues; its pace past the first
     # 36% of the run can. On `batch32`'s clock (readings every 25 steps, 1,000 steps): 4 readings are 100 steps and
     # the late part starts at step 360.
-    batch32 = RunClock(reading_steps=25, warmup_steps=100, run_steps=1000)
+    batch32 = RunClock(reading_steps=25, run_steps=1000)
     collapsing = synthetic_run(1, steps=600, mutate=lambda s, r: (early_descent(True)(s, r), sparse_cadence(s, r)))
     alert = single_alert(collapsing, "steady_collapse", 360, 380, clock=batch32)
     assert alert.metric == "target/std_mean" and "100 steps earlier" in alert.message

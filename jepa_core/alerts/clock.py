@@ -7,7 +7,8 @@ steps for one run:
 
 - `_readings`: basic readings (`diagnostics.basic_every_steps` apart): the trends' memories and every window a fall
   or a high is measured over;
-- `_warmups`: the run's lr warm-up (`optim.warmup_steps`): how long the early, healthy reorganisation may last;
+- `_warmups`: the run's lr warm-up (`optim.warmup_steps`), read from the lr schedule the rule is given (only
+  `online_collapse`'s wait: without a schedule it does not wait);
 - `_fraction`: of the whole schedule (`optim.steps`).
 
 Multiply a run's steps, its cadences and its schedule by ten and every rule says the same thing at ten times the
@@ -28,33 +29,28 @@ class RunClock:
     a run of the detection library's typical shape."""
 
     reading_steps: float = 10.0  # steps between two basic readings
-    warmup_steps: float = 60.0  # the lr warm-up, at least one reading
     run_steps: float = 600.0  # the schedule's length
 
     def __post_init__(self) -> None:
-        for name in ("reading_steps", "warmup_steps", "run_steps"):
+        for name in ("reading_steps", "run_steps"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"RunClock.{name} must be positive, got {getattr(self, name)!r}")
 
     @classmethod
     def of(cls, cfg: Any) -> RunClock:
-        """The clock of a run config (a `Config`: its [diagnostics] and [optim] sections). A run without an lr
-        warm-up counts its warm-ups in readings: one reading is the least a reorganisation can take."""
+        """The clock of a run config (a `Config`: its [diagnostics] and [optim] sections)."""
         reading = float(cfg.diagnostics.basic_every_steps)
-        return cls(reading, max(float(cfg.optim.warmup_steps), reading), max(float(cfg.optim.steps), reading))
+        return cls(reading, max(float(cfg.optim.steps), reading))
 
     def readings(self, count: float) -> float:
         return count * self.reading_steps
-
-    def warmups(self, count: float) -> float:
-        return count * self.warmup_steps
 
     def of_run(self, fraction: float) -> float:
         return fraction * self.run_steps
 
     def stretched(self, factor: float) -> RunClock:
         """The clock of the same run with every step multiplied by `factor`."""
-        return RunClock(self.reading_steps * factor, self.warmup_steps * factor, self.run_steps * factor)
+        return RunClock(self.reading_steps * factor, self.run_steps * factor)
 
 
 REFERENCE_CLOCK = RunClock()

@@ -20,7 +20,7 @@ class RuleEngine:
         self.cfg = (cfg if cfg is not None else RulesConfig()).validate()
         # Facts of the run's config, not in the stream: the width of the target's features (model.embed_dim) and
         # the lr schedule (optim: lr, start_lr, final_lr, warmup_steps, steps), the images an evaluation scores,
-        # and the run's units of time (its basic cadence, warm-up and length: RunClock.of(config); without them a
+        # and the run's units of time (its basic cadence and length: RunClock.of(config); without them a
         # run of the detection library's typical shape).
         self.feature_dim = feature_dim
         self.clock = clock if clock is not None else REFERENCE_CLOCK

@@ -223,7 +223,7 @@ def run_facts(run_dir: Path) -> dict[str, int | LrSchedule | RunClock | None]:
     width of the target's features (model.embed_dim; rank_collapse's floor) and the lr schedule (optim; online_collapse
     waits out its warm-up, ema_runaway judges feature-distance jumps against it) and the probe-val count
     (eval_regression's binomial noise for streams that did not measure theirs) and its clock (the rules' units of
-    time: basic cadence, warm-up, length). None without a readable config (the verdict then rests on the stream, and
+    time: basic cadence and length). None without a readable config (the verdict then rests on the stream, and
     time on the reference clock)."""
     try:
         cfg = load_config(run_dir / "config.toml")

@@ -33,10 +33,10 @@ def test_stretching_multiplies_the_steps_the_schedule_and_the_clock_alike():
     rows = stream()
     assert [r["step"] for r in stretched_replay.stretched(rows, 10)] == [r["step"] * 10 for r in rows]
     facts = {"feature_dim": 96, "lr_schedule": LrSchedule(5e-4, 1e-5, 1e-6, 80, 1600), "eval_count": 1000,
-             "clock": RunClock(20, 80, 1600)}
+             "clock": RunClock(20, 1600)}
     out = stretched_replay.stretched_facts(facts, 10)
     assert (out["lr_schedule"].warmup_steps, out["lr_schedule"].steps) == (800, 16000)
-    assert out["clock"] == RunClock(200, 800, 16000)
+    assert out["clock"] == RunClock(200, 16000)
     assert out["feature_dim"] == 96 and out["eval_count"] == 1000
     assert stretched_replay.stretched_facts({"lr_schedule": None, "clock": None}, 10) == {"lr_schedule": None,
                                                                                          "clock": None}
@@ -44,7 +44,7 @@ def test_stretching_multiplies_the_steps_the_schedule_and_the_clock_alike():
 
 def test_a_synthetic_stream_draws_the_same_alerts_at_ten_times_the_steps():
     rows = stream()
-    clock = RunClock(10, 40, 400)
+    clock = RunClock(10, 400)
     plain = evaluate_rows(rows, clock=clock)
     assert {a.rule for a in plain} >= {"mask_leak", "eval_regression"}  # the stream makes both fire
     stretched = evaluate_rows(stretched_replay.stretched(rows, 10), clock=clock.stretched(10))
