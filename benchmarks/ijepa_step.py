@@ -11,7 +11,9 @@ same sizes, stepped the way its src/train.py does: target forward under no_grad,
 `apply_masks` + `repeat_interleave_batch`, context forward, predictor, smooth-L1, backward, AdamW with its four param
 groups (same lr, weight decay and betas as ours), EMA `param_k.mul_(m).add_((1 - m) * param_q)`. Both get the same
 normalised images and the same masks (ours converted to its lists of index tensors). Our step also does what the
-official one does not: the gradient norm and clipping, and a finite check before the update.
+official one does not: the gradient norm and clipping, and a finite check before the update. Ours keeps the target
+encoder's output for every patch only at the steps whose diagnostics read it, as the trainer does (1 step in 10 at
+`tiny`'s cadences); at the others its last block computes the target patches alone.
 
 For each thread count: warm-up, then rounds of `--steps` steps of each side, the order alternating every round.
 Prints each side's median ms/step, and the median of the per-round ratios (official time / ours: > 1 means ours is
@@ -44,7 +46,7 @@ from jepa_core.config import Config  # noqa: E402
 from jepa_core.config.presets import preset  # noqa: E402
 from jepa_core.method.masks import MaskBatch, MaskSampler  # noqa: E402
 from jepa_core.method.model import build_jepa  # noqa: E402
-from jepa_core.method.step import StepSettings, TrainState, build_optimizer, train_step  # noqa: E402
+from jepa_core.method.step import StepHooks, StepSettings, TrainState, build_optimizer, train_step  # noqa: E402
 
 Step = Callable[[int], None]
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # the official transforms' normalisation
@@ -91,10 +93,16 @@ def our_step(w: Workload, seed: int) -> Step:
     model = build_jepa(w.cfg.model, seed)
     state = TrainState.plain(model, build_optimizer(model, (o.beta1, o.beta2)), len(w.images))
 
+    d = w.cfg.diagnostics
+    # As the trainer runs it: the target encoder's output for every patch only at the steps whose diagnostics read
+    # it (1 in 10 on `tiny`); otherwise its last block computes the target patches alone.
+    whole, trimmed = StepHooks(whole_target=True), StepHooks()
+
     def step(i: int) -> None:
         settings = StepSettings(step=i + 1, lr=o.lr, wd=o.weight_decay, ema_tau=w.cfg.ema.start, loss=o.loss,
                                 grad_clip=o.grad_clip)
-        train_step(w.images, w.masks[i % len(w.masks)], state, settings)
+        reads = (i + 1) % d.representation_every_steps == 0 or (i + 1) % d.covariance_every_steps == 0
+        train_step(w.images, w.masks[i % len(w.masks)], state, settings, whole if reads else trimmed)
     return step
 
 

@@ -46,11 +46,14 @@ from jepa_core.method.runtime import (
     resolve_device,
     set_thread_count,
 )
-from jepa_core.method.step import OnlineNetwork, StepSettings, TrainState, build_optimizer, train_step
+from jepa_core.method.step import (OnlineNetwork, StepHooks, StepSettings, TrainState, build_optimizer,
+                                   train_step)
 from jepa_core.run.evaluation import EVAL_BATCH_SIZE, heldout_features
 from jepa_core.train import add_config_arguments, config_from_args
 
 MEMORY_HEADROOM = 0.95  # a step peaking above this share of the device's memory will not survive fragmentation
+
+WHOLE_TARGET = StepHooks(whole_target=True)
 
 
 class MaskStats(Dataset):
@@ -178,8 +181,9 @@ def check_steps(cfg: Config, model: JEPA, batches: list[Batch], steps: int, warm
         batch = batches[i % len(batches)]
         images = normalize_images(batch.images.to(device, non_blocking=True))
         masks = MaskBatch(batch.masks.context_idx.to(device), batch.masks.target_idx.to(device))
+        # As at a diagnostics reading, the costlier step: the target encoder's output for every patch is kept.
         train_step(images, masks, state, StepSettings(step=i + 1, lr=o.lr, wd=o.weight_decay, ema_tau=cfg.ema.start,
-                                                      loss=o.loss, grad_clip=o.grad_clip))
+                                                      loss=o.loss, grad_clip=o.grad_clip), WHOLE_TARGET)
 
     try:
         for i in range(warmup):  # allocator warm-up, cuDNN/compile choices: not part of the rate

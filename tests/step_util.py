@@ -12,12 +12,14 @@ from jepa_core.metrics.instrument import Instrumentation
 
 class InstrumentedHooks(StepHooks):
     """At update `step`: the gradient read before clipping when weights health wants it, the noise-scale backward
-    at its cadence (2 micro-batches) and, when given, a phase timer."""
+    at its cadence (2 micro-batches), the target's tokens of every patch where a group reads them and, when given,
+    a phase timer."""
 
     def __init__(self, inst: Instrumentation, step: int, model: nn.Module, online: nn.Module,
                  timer: PhaseTimer | None = None) -> None:
         self.wants_grads = inst.wants_grads(step)
-        super().__init__(backward=backward_for(inst.wants_micro_grads(step), 2, online, distributed=False))
+        super().__init__(backward=backward_for(inst.wants_micro_grads(step), 2, online, distributed=False),
+                         whole_target=inst.wants_target_tokens(step))
         self.inst, self.step, self.model, self.timer = inst, step, model, timer
 
     def after_backward(self) -> None:

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from jepa_core.config import ModelConfig
 from jepa_core.method.masks import MaskSampler
 from jepa_core.method.model import JEPA, Block, Predictor, VisionTransformer, select_targets, select_tokens
-from jepa_core.method.step import StepSettings, TrainState, build_optimizer, train_step
+from jepa_core.method.step import StepHooks, StepSettings, TrainState, build_optimizer, train_step
 
 CFG = ModelConfig(img_size=16, patch_size=4, in_chans=3, embed_dim=32, depth=2, num_heads=4, mlp_ratio=2.0,
                   pred_dim=16, pred_depth=2, pred_num_heads=4)
@@ -123,3 +123,32 @@ def test_train_steps_match_the_plain_step():
     for (name, a), b in zip(fast.named_parameters(), plain.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=lambda m, name=name: f"{name}: {m}")
     assert not all(torch.equal(a, b) for a, b in zip(fast.parameters(), model().parameters()))
+
+
+def test_the_target_encoder_computes_only_what_the_loss_reads():
+    m = model()
+    g = torch.Generator().manual_seed(5)
+    images = torch.randn(8, 3, 16, 16, generator=g)
+    # 3 targets of 2-3 patches: padded unions (K * Nt < N); 6 of 4-6 patches: every patch is computed (K * Nt >= N)
+    for targets, scale in ((3, (0.15, 0.2)), (6, (0.25, 0.35))):
+        masks = MaskSampler(4, 4, num_targets=targets, target_scale=scale, min_keep=2).sample(8, g)
+        with torch.no_grad():
+            tokens, where = m.target_encoder.forward_targets(images, masks.target_idx)
+            want = select_targets(ref_encoder(m.target_encoder, images), masks.target_idx)
+        assert tokens.shape[1] == min(16, masks.target_idx[0].numel())
+        torch.testing.assert_close(select_targets(tokens, where), want, rtol=1e-5, atol=1e-6)
+
+
+def test_the_step_returns_every_patch_of_the_target_only_when_asked():
+    settings = StepSettings(step=1, lr=1e-3, wd=0.04, ema_tau=0.99)
+    ((images, masks),) = batches(1)
+    outs = []
+    for hooks in (StepHooks(), StepHooks(whole_target=True)):
+        m = model()
+        outs.append(train_step(images, masks, TrainState.plain(m, build_optimizer(m, (0.9, 0.95)), 8), settings,
+                               hooks))
+    trimmed, whole = outs
+    assert trimmed.target_tokens is None
+    assert whole.target_tokens.shape == (8, 16, CFG.embed_dim)
+    torch.testing.assert_close(trimmed.target, whole.target, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(trimmed.loss, whole.loss, rtol=1e-5, atol=1e-7)

@@ -216,17 +216,43 @@ class VisionTransformer(nn.Module):
 
         With ``keep_idx int64 [B, N]`` only those patches (positions already added) go through the blocks.
         """
-        if images.dim() != 4 or images.shape[-2:] != (self.img_size, self.img_size):
-            raise ValueError(
-                f"VisionTransformer expects images [B,C,{self.img_size},{self.img_size}], got {tuple(images.shape)}"
-            )
-        x = self.patch_embed(images).flatten(2).transpose(1, 2)  # [B, N, D]
-        x = x + self.pos_embed.to(x.dtype)
+        x = self._embed(images)
         if keep_idx is not None:
             x = select_tokens(x, keep_idx)
         for block in self.blocks:
             x = block(x)
         return self.norm(x)
+
+    def _embed(self, images: Tensor) -> Tensor:
+        """``images [B, C, H, W]`` -> patch embeddings with their positions ``[B, N, D]``."""
+        if images.dim() != 4 or images.shape[-2:] != (self.img_size, self.img_size):
+            raise ValueError(
+                f"VisionTransformer expects images [B,C,{self.img_size},{self.img_size}], got {tuple(images.shape)}"
+            )
+        x = self.patch_embed(images).flatten(2).transpose(1, 2)
+        return x + self.pos_embed.to(x.dtype)
+
+    def forward_targets(self, images: Tensor, target_idx: Tensor) -> tuple[Tensor, Tensor]:
+        """Only what a loss reads of the whole image: ``(tokens [B, M, D], where [B, K, Nt])``, where
+        ``select_targets(tokens, where)`` equals ``select_targets(forward(images), target_idx)`` (to rounding: the
+        last block sums its keys in another order). Every patch goes through every block but the last as
+        ``forward`` does, and is a key and a value in the last; there, queries, projection and MLP are computed for
+        M = min(N, K * Nt) patches per image, its target blocks' union and, in front of it, other patches as padding.
+        M comes from the shapes alone, so the device is never read."""
+        x = self._embed(images)
+        batch, num_patches = images.shape[0], self.num_patches
+        flat = target_idx.reshape(batch, -1)
+        in_union = torch.zeros(batch, num_patches, dtype=torch.uint8, device=flat.device).scatter_(1, flat, 1)
+        count = min(num_patches, flat.shape[1])
+        # Each image's patches, its union last (a stable sort of 0s and 1s); `place` inverts that order.
+        order = in_union.sort(dim=1, stable=True).indices
+        place = torch.empty_like(order).scatter_(1, order, torch.arange(num_patches, device=order.device)
+                                                 .expand(batch, -1))
+        for block in self.blocks[:-1]:
+            x = block(x)
+        x = self.blocks[-1](select_tokens(x, order), keep_last=count)
+        where = torch.gather(place, 1, flat) - (num_patches - count)
+        return self.norm(x), where.reshape(target_idx.shape)
 
 
 class Predictor(nn.Module):

@@ -31,7 +31,7 @@ class BackwardResult:
     loss: torch.Tensor  # the regression loss, detached
     pred: torch.Tensor
     target: torch.Tensor
-    tokens: torch.Tensor
+    tokens: torch.Tensor | None  # the target encoder's tokens of every patch, when the step asked for them
     small_batch_sq_norms: list[float] | None = None  # |g|^2 of each small batch, for the noise scale
     small_batch_size: int | None = None  # images in one small batch (per rank under DDP)
 
@@ -71,10 +71,11 @@ class MicroBatchBackward:
             losses.append(loss.detach())
             preds.append(pred.detach())
             targets.append(target.detach())
-            token_list.append(tokens.detach())
+            token_list.append(None if tokens is None else tokens.detach())
         for p, g in zip(params, total):
             p.grad = g / self.parts
-        return BackwardResult(torch.stack(losses).mean(), torch.cat(preds), torch.cat(targets), torch.cat(token_list),
+        tokens = None if token_list[0] is None else torch.cat(token_list)
+        return BackwardResult(torch.stack(losses).mean(), torch.cat(preds), torch.cat(targets), tokens,
                               torch.stack(sq_norms).tolist(), images.shape[0] // self.parts)
 
 

@@ -1,7 +1,8 @@
 """One I-JEPA training step: the hot path, on one screen.
 
-Target encoder on the whole image (no grad, layer-normed), context encoder on the visible patches, predictor at the
-target positions, regression loss, backward, grad norm before clipping, AdamW step, EMA update of the target.
+Target encoder on the whole image (no grad, layer-normed; its last block only at the target patches unless the
+diagnostics read every patch), context encoder on the visible patches, predictor at the target positions, regression
+loss, backward, grad norm before clipping, AdamW step, EMA update of the target.
 `train_step` takes the batch, the state (`TrainState`) and the settings in force (`StepSettings`); whatever a loop
 adds around the method (phase timing, gradient diagnostics, the noise-scale backward, design §8's planted faults)
 plugs in at the fixed points of a `StepHooks`, whose base is the plain method.
@@ -81,6 +82,10 @@ class StepHooks:
 
     faults: StepFaults = HEALTHY
     backward: Backward = full_batch_backward  # or one that also measures the gradient noise scale
+    # Whether the step returns the target encoder's output for every patch (`StepOutput.target_tokens`; the
+    # diagnostics read it at their cadence). Otherwise the target encoder's last block computes only the patches the
+    # loss reads (`VisionTransformer.forward_targets`: about a tenth of its time on `tiny`) and the field is None.
+    whole_target: bool = False
 
     def after_backward(self) -> None:
         """This update's gradients are in `.grad`, not yet clipped."""
@@ -105,7 +110,7 @@ class StepOutput:
     target_idx: torch.Tensor  # [B, K, Nt]
     pred: torch.Tensor  # [B*K, Nt, D] predictor output, detached
     target: torch.Tensor  # [B*K, Nt, D] layer-normed target features, detached
-    target_tokens: torch.Tensor  # [B, N, D] raw target-encoder output for the whole image, detached
+    target_tokens: torch.Tensor | None  # [B, N, D] raw target-encoder output, detached, when hooks.whole_target
     micro_grad_sq_norms: list[float] | None = None  # per micro-batch (or per rank) |g|^2, for the noise scale
     micro_batch_size: int | None = None
     finite: bool = True  # False: loss or gradient non-finite, the update was not applied
@@ -115,16 +120,21 @@ class StepOutput:
            grad_norm: torch.Tensor, finite: bool) -> StepOutput:
         return cls(s.step, state.global_batch_size, result.loss, grad_norm.detach(), s.lr, s.wd, s.ema_tau,
                    masks.context_idx, masks.target_idx, result.pred.detach(), result.target.detach(),
-                   result.tokens.detach(), result.small_batch_sq_norms, result.small_batch_size, finite)
+                   None if result.tokens is None else result.tokens.detach(), result.small_batch_sq_norms,
+                   result.small_batch_size, finite)
 
 
-def target_features(target_encoder: nn.Module, images: torch.Tensor, track_grad: bool,
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(raw target-encoder tokens, their parameter-free layer norm): the loss regresses the latter; diagnostics
-    read the former, whose norms still carry information."""
+def target_features(state: TrainState, images: torch.Tensor, target_idx: torch.Tensor, whole: bool,
+                    track_grad: bool) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """(raw target-encoder tokens of every patch, or None unless `whole`; the targets [B*K, Nt, D]): the loss
+    regresses the targets, the parameter-free layer norm of the tokens at `target_idx`; diagnostics read the raw
+    tokens, whose norms still carry information. A wrapped target encoder (torch.compile) runs the whole image."""
     with torch.set_grad_enabled(track_grad):
-        h = target_encoder(images)
-        return h, F.layer_norm(h, h.shape[-1:])
+        if whole or state.target_encoder is not state.model.target_encoder:
+            h = state.target_encoder(images)
+            return h, select_targets(F.layer_norm(h, h.shape[-1:]), target_idx)
+        h, where = state.model.target_encoder.forward_targets(images, target_idx)
+        return None, select_targets(F.layer_norm(h, h.shape[-1:]), where)
 
 
 def regression_loss(pred: torch.Tensor, target: torch.Tensor, kind: str) -> torch.Tensor:
@@ -134,12 +144,12 @@ def regression_loss(pred: torch.Tensor, target: torch.Tensor, kind: str) -> torc
 
 
 def jepa_loss(state: TrainState, images: torch.Tensor, masks: MaskBatch, s: StepSettings,
-              faults: StepFaults = HEALTHY):
+              faults: StepFaults = HEALTHY, whole_target: bool = False):
     """The JEPA objective on one batch: (what is differentiated, the regression loss a user watches, pred, target,
-    raw target tokens). They are one tensor twice unless a collapse fault adds its term to the first."""
+    raw target tokens or None). The first two are one tensor twice unless a collapse fault adds its term."""
     with state.autocast():
-        tokens, normed = target_features(state.target_encoder, images, track_grad=faults.target_gradients)
-        target = select_targets(normed, masks.target_idx)  # [B*K, Nt, D]: what the predictor must produce
+        # target [B*K, Nt, D]: what the predictor must produce
+        tokens, target = target_features(state, images, masks.target_idx, whole_target, faults.target_gradients)
         pred, z = state.online(images, masks.context_idx, masks.target_idx)
         loss = regression_loss(pred.float(), target.float(), s.loss)
         return faults.objective(loss, z), loss, pred, target, tokens
@@ -156,7 +166,8 @@ def train_step(images: torch.Tensor, masks: MaskBatch, state: TrainState, s: Ste
     params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
     optimizer.zero_grad(set_to_none=True)
     # The backward calls the objective, once or (measuring the noise scale) once per micro-batch.
-    result = hooks.backward(lambda imgs, m: jepa_loss(state, imgs, m, s, faults), images, masks, params)
+    result = hooks.backward(lambda imgs, m: jepa_loss(state, imgs, m, s, faults, hooks.whole_target), images, masks,
+                            params)
     hooks.after_backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(params, s.grad_clip if s.grad_clip > 0 else float("inf"))
     # Under DDP a rank's non-finite loss makes the all-reduced gradient, hence every rank's norm, non-finite too:

@@ -26,6 +26,7 @@ from jepa_core.metrics.diagnostics import to_floats
 from jepa_core.metrics.measures import (
     GNS_BIG_KEY,
     MEASURE,
+    TARGET_TOKEN_GROUPS,
     Metrics,
     StepContext,
     online_module,
@@ -128,6 +129,11 @@ class Instrumentation:
     def start_metrics(self) -> dict[str, float]:
         """Run facts, once at step 0: parameter counts."""
         return {k: float(v) for k, v in param_counts(unwrap_jepa(self.model)).items()}
+
+    def wants_target_tokens(self, step: int) -> bool:
+        """True when a group due at ``step`` reads the target encoder's tokens of every patch."""
+        self._begin(step)
+        return any(name in TARGET_TOKEN_GROUPS for name in self.due_groups(step))
 
     def wants_grads(self, step: int) -> bool:
         """True when ``after_backward`` must run at ``step``: weights health is due now (gradient, update ratio)

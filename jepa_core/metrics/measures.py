@@ -31,7 +31,7 @@ from jepa_core.metrics.representation import (
 from jepa_core.metrics.system_stats import SystemStats, memory_stats
 from jepa_core.metrics.weights_health import stable_rank_min_tensors, update_ratio_tensors, weight_drift_max_tensors
 
-__all__ = ["MEASURE", "StepContext", "Metrics", "HookState", "GNS_BIG_KEY", "FIXED_PROBE_IMAGES", "unwrap_jepa",
+__all__ = ["MEASURE", "TARGET_TOKEN_GROUPS", "StepContext", "Metrics", "HookState", "GNS_BIG_KEY", "FIXED_PROBE_IMAGES", "unwrap_jepa",
            "online_module", "trainable_params"]
 
 _PRED_KEYS = tuple(m.name for m in registry.in_group("representation") if m.name.startswith("pred/"))  # §6 subset
@@ -72,8 +72,16 @@ class StepContext:
         return diagnostic_generator(int(self.out.step), salt)
 
     @functools.cached_property
+    def target_tokens(self) -> Tensor:
+        """The target encoder's tokens of every patch [B, N, D] (the trainer asks the step for them where a group in
+        TARGET_TOKEN_GROUPS is due)."""
+        if self.out.target_tokens is None:
+            raise ValueError("the step did not return the target encoder's tokens of every patch")
+        return self.out.target_tokens.detach()
+
+    @functools.cached_property
     def target_rows(self) -> Tensor:
-        tokens = self.out.target_tokens
+        tokens = self.target_tokens
         return subsample_rows(tokens.detach().reshape(-1, tokens.shape[-1]).float(), self.max_tokens,
                               self._generator(0))
 
@@ -142,7 +150,7 @@ def _representation(inst: HookState, ctx: StepContext) -> Metrics:
 
 
 def _covariance(inst: HookState, ctx: StepContext) -> Metrics:
-    pooled = ctx.out.target_tokens.detach().float().mean(dim=1)  # per-image features [B, D]: rank <= B
+    pooled = ctx.target_tokens.float().mean(dim=1)  # per-image features [B, D]: rank <= B
     return {
         "target/effective_rank": effective_rank_tensor(pooled),
         "target/token_effective_rank": effective_rank_tensor(ctx.target_rows),
@@ -182,7 +190,8 @@ def _fixed_batch(inst: HookState, ctx: StepContext) -> Metrics:
 
 def _mask_check(inst: HookState, ctx: StepContext) -> Metrics:
     out = ctx.out
-    metrics: Metrics = dict(mask_stats_tensors(out.context_idx, out.target_idx, out.target_tokens.shape[1]))
+    num_patches = unwrap_jepa(ctx.model).num_patches if out.target_tokens is None else out.target_tokens.shape[1]
+    metrics: Metrics = dict(mask_stats_tensors(out.context_idx, out.target_idx, num_patches))
     metrics["ema/target_grad_params"] = target_grad_params(unwrap_jepa(ctx.model).target_encoder)
     return metrics
 
@@ -205,6 +214,8 @@ def _weights_health(inst: HookState, ctx: StepContext) -> Metrics:
 
 
 # The measuring function of each step group of the registry, by group name.
+# The groups that read the target encoder's tokens of every patch (`StepOutput.target_tokens`).
+TARGET_TOKEN_GROUPS = frozenset({"representation", "covariance"})
 MEASURE: dict[str, Callable[[HookState, StepContext], Metrics]] = {
     "basic": _basic, "representation": _representation, "fixed_batch": _fixed_batch, "covariance": _covariance,
     "param_distance": _param_distance, "mask_check": _mask_check, "weights_health": _weights_health,

@@ -11,6 +11,7 @@ correction of the ETA.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from typing import Callable
 
@@ -44,6 +45,7 @@ class TrainerHooks(StepHooks):
         self.step = 0  # the update under way, counted from 1
         self.timer: PhaseTimer | None = None
         self.wants_grads = False
+        self._images: torch.Tensor | None = None  # this update's normalised images
         self._started = self._data_seconds = 0.0
         self._warmup: tuple[int, dict] | None = None
 
@@ -55,6 +57,7 @@ class TrainerHooks(StepHooks):
             self.profiler.step_begins(step)
         inst = self.instrumentation
         self.wants_grads = inst.wants_grads(step)
+        self.whole_target = inst.wants_target_tokens(step)
         self.faults = step_faults(self.cfg.faults, step - 1)
         self.backward = backward_for(inst.wants_micro_grads(step), self.cfg.optim.gns_microbatches,
                                      self.state.online, self.distributed)
@@ -65,7 +68,7 @@ class TrainerHooks(StepHooks):
         with self.region("data"):
             batch: Batch = feed.get(self.step - 1)
             self.last_batch = (batch.images, batch.masks)
-            images = normalize_images(batch.images.to(self.device, non_blocking=True))
+            images = self._images = normalize_images(batch.images.to(self.device, non_blocking=True))
             masks = MaskBatch(batch.masks.context_idx.to(self.device, non_blocking=True),
                               batch.masks.target_idx.to(self.device, non_blocking=True))
         if batch.skipped:
@@ -94,6 +97,10 @@ class TrainerHooks(StepHooks):
         """The diagnostics due at this update (every group when it was refused), with the row's phase times, epoch
         and skipped-image count."""
         t_diag = time.perf_counter()
+        if not out.finite and out.target_tokens is None:
+            # Every group reads a refused update, which moved no weight: the target's tokens as the step saw them.
+            with torch.no_grad(), self.state.autocast():
+                out = dataclasses.replace(out, target_tokens=self.state.model.target_encoder(self._images))
         with self.region("diagnostics"):
             metrics = self.instrumentation.after_step(out, self.state.model, t_diag - self._started,
                                                       self._data_seconds, every_group=not out.finite)
