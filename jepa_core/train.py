@@ -28,8 +28,10 @@ from jepa_core.run.validation import validate_config
 
 def add_config_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path,
-                   help="TOML config file (a top-level preset = 'tiny'|'small'|'base' picks the base)")
-    p.add_argument("--preset", default=None, help="start from a built-in preset: tiny (CPU), small or base (GPU)")
+                   help="TOML config file (a top-level preset = 'tiny'|'tiny-real'|'small'|'base' picks the base)")
+    p.add_argument("--preset", default=None,
+                   help="start from a built-in preset: tiny (CPU), tiny-real (tiny for small real images), small or "
+                        "base (GPU)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override one config value (TOML syntax), may repeat")
 

@@ -8,9 +8,16 @@ from jepa_core.run.validation import validate_config
 
 
 def test_presets_validate():
-    for name in ("tiny", "small", "base"):
+    for name in ("tiny", "tiny-real", "small", "base"):
         validate_config(preset(name))
     assert preset("tiny").diagnostics.covariance_every_steps < preset("small").diagnostics.covariance_every_steps
+
+
+def test_tiny_real_is_tiny_with_a_slower_target_over_a_longer_run():
+    tiny, real = preset("tiny"), preset("tiny-real")
+    assert (real.ema.start, real.optim.lr, real.optim.steps) == (0.9995, 1e-3, 3000)
+    real.ema.start, real.optim.lr, real.optim.steps = tiny.ema.start, tiny.optim.lr, tiny.optim.steps
+    assert real == tiny
 
 
 def test_unknown_preset():

@@ -47,7 +47,7 @@ FORM_KEYS: tuple[str, ...] = (
     "ema.end", "ema.schedule", "masks.target_scale", "masks.context_scale", "eval.at_start", "runtime.device",
     "runtime.num_threads", "logging.name",
 )
-PRESET_NAMES: tuple[str, ...] = ("tiny", "small", "base")
+PRESET_NAMES: tuple[str, ...] = ("tiny", "tiny-real", "small", "base")
 
 
 def form_defaults(preset_name: str) -> dict[str, Any]:
