@@ -31,8 +31,8 @@ from jepa_core.metrics.representation import (
 from jepa_core.metrics.system_stats import SystemStats, memory_stats
 from jepa_core.metrics.weights_health import stable_rank_min_tensors, update_ratio_tensors, weight_drift_max_tensors
 
-__all__ = ["MEASURE", "TARGET_TOKEN_GROUPS", "StepContext", "Metrics", "HookState", "GNS_BIG_KEY", "FIXED_PROBE_IMAGES", "unwrap_jepa",
-           "online_module", "trainable_params"]
+__all__ = ["MEASURE", "TARGET_TOKEN_GROUPS", "StepContext", "Metrics", "HookState", "GNS_BIG_KEY",
+           "FIXED_PROBE_IMAGES", "unwrap_jepa", "online_module", "trainable_params"]
 
 _PRED_KEYS = tuple(m.name for m in registry.in_group("representation") if m.name.startswith("pred/"))  # §6 subset
 GNS_BIG_KEY = "_gns/big_sq_norm"  # read back with the other tensors, consumed, never logged
@@ -82,7 +82,7 @@ class StepContext:
     @functools.cached_property
     def target_rows(self) -> Tensor:
         tokens = self.target_tokens
-        return subsample_rows(tokens.detach().reshape(-1, tokens.shape[-1]).float(), self.max_tokens,
+        return subsample_rows(tokens.reshape(-1, tokens.shape[-1]).float(), self.max_tokens,
                               self._generator(0))
 
     @functools.cached_property

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from jepa_core.config import CADENCE_KEYS, Config, apply_overrides, preset
+from jepa_core.config import CADENCE_KEYS, PRESETS, Config, apply_overrides, preset
 from jepa_core.run.validation import validate_config
 
 
@@ -47,7 +47,7 @@ FORM_KEYS: tuple[str, ...] = (
     "ema.end", "ema.schedule", "masks.target_scale", "masks.context_scale", "eval.at_start", "runtime.device",
     "runtime.num_threads", "logging.name",
 )
-PRESET_NAMES: tuple[str, ...] = ("tiny", "tiny-real", "small", "base")
+PRESET_NAMES: tuple[str, ...] = tuple(PRESETS)  # the built-in presets, in their order
 
 
 def form_defaults(preset_name: str) -> dict[str, Any]:
