@@ -2,6 +2,7 @@
 
     git clone https://github.com/facebookresearch/ijepa /tmp/ijepa     # read from there, never copied here
     python benchmarks/ijepa_step.py --ijepa /tmp/ijepa --rounds 10 --steps 5 --threads 1 2
+    python benchmarks/ijepa_step.py --ijepa /tmp/ijepa --with-blas     # also ours on PyTorch's default products
     python benchmarks/ijepa_step.py --ijepa /tmp/ijepa --profile ours      # where our step's time goes
     python benchmarks/ijepa_step.py --self-check                           # ours only, 1 round x 2 steps
 
@@ -15,7 +16,7 @@ official one does not: the gradient norm and clipping, and a finite check before
 encoder's output for every patch only at the steps whose diagnostics read it, as the trainer does (1 step in 10 at
 `tiny`'s cadences); at the others its last block computes the target patches alone.
 
-For each thread count: warm-up, then rounds of `--steps` steps of each side, the order alternating every round.
+For each thread count: warm-up, then rounds of `--steps` steps of each side, the order rotating every round.
 Prints each side's median ms/step, and the median of the per-round ratios (official time / ours: > 1 means ours is
 faster) with its distribution-free 95% interval (the whole min-max range when there are too few rounds), then the
 same from process CPU time: on a machine shared with other work, at one thread, the steadier of the two readings.
@@ -25,6 +26,7 @@ Exit 2 when `--ijepa` is not a clone of the official repository.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import os
 import statistics
@@ -44,6 +46,7 @@ from diagnostics_overhead import median_interval  # noqa: E402
 
 from jepa_core.config import Config  # noqa: E402
 from jepa_core.config.presets import preset  # noqa: E402
+from jepa_core.method.linear import default_products  # noqa: E402
 from jepa_core.method.masks import MaskBatch, MaskSampler  # noqa: E402
 from jepa_core.method.model import build_jepa  # noqa: E402
 from jepa_core.method.step import StepHooks, StepSettings, TrainState, build_optimizer, train_step  # noqa: E402
@@ -69,6 +72,7 @@ class Timing:
     official_ms: list[float]
     ours_cpu: list[float] = field(default_factory=list)  # per round, process CPU ms/step
     official_cpu: list[float] = field(default_factory=list)
+    blas_ms: list[float] = field(default_factory=list)  # ours on PyTorch's default products (--with-blas)
 
     def ratios(self, cpu: bool = False) -> list[float]:
         if cpu:
@@ -88,7 +92,7 @@ def make_workload(preset_name: str, batch: int, seed: int, mask_batches: int = 8
     return Workload(cfg, images.contiguous(), [sampler.sample(batch, gen) for _ in range(mask_batches)])
 
 
-def our_step(w: Workload, seed: int) -> Step:
+def our_step(w: Workload, seed: int, blas: bool = False) -> Step:
     o = w.cfg.optim
     model = build_jepa(w.cfg.model, seed)
     state = TrainState.plain(model, build_optimizer(model, (o.beta1, o.beta2)), len(w.images))
@@ -102,7 +106,8 @@ def our_step(w: Workload, seed: int) -> Step:
         settings = StepSettings(step=i + 1, lr=o.lr, wd=o.weight_decay, ema_tau=w.cfg.ema.start, loss=o.loss,
                                 grad_clip=o.grad_clip)
         reads = (i + 1) % d.representation_every_steps == 0 or (i + 1) % d.covariance_every_steps == 0
-        train_step(w.images, w.masks[i % len(w.masks)], state, settings, whole if reads else trimmed)
+        with default_products() if blas else contextlib.nullcontext():
+            train_step(w.images, w.masks[i % len(w.masks)], state, settings, whole if reads else trimmed)
     return step
 
 
@@ -184,15 +189,17 @@ def time_steps(step: Step, start: int, count: int) -> tuple[float, float]:
     return (time.perf_counter() - t0) * 1000.0 / count, (time.process_time() - c0) * 1000.0 / count
 
 
-def interleave(ours: Step, official: Step | None, threads: int, rounds: int, steps: int, warmup: int) -> Timing:
+def interleave(ours: Step, official: Step | None, threads: int, rounds: int, steps: int, warmup: int,
+               blas: Step | None = None) -> Timing:
     torch.set_num_threads(threads)
     timing = Timing(threads, steps, [], [])
     sides = [(ours, timing.ours_ms, timing.ours_cpu)]
     sides += [(official, timing.official_ms, timing.official_cpu)] if official else []
-    for step, _, _ in sides:
+    sides += [(blas, timing.blas_ms, [])] if blas else []
+    for step, _, _ in sides if warmup else []:
         time_steps(step, 0, warmup)
     for r in range(rounds):
-        for step, wall, cpu in (sides if r % 2 == 0 else sides[::-1]):
+        for step, wall, cpu in sides[r % len(sides):] + sides[:r % len(sides)]:  # each side first in turn
             ms, cpu_ms = time_steps(step, warmup + r * steps, steps)
             wall.append(ms)
             cpu.append(cpu_ms)
@@ -205,11 +212,17 @@ def report(t: Timing) -> str:
         return f"threads {t.threads}: ours {ours:.1f} ms/step (median of {len(t.ours_ms)} rounds)"
     ratios = t.ratios()
     low, high = median_interval(ratios)
-    return (f"threads {t.threads}: ours {ours:.1f} ms/step, official {statistics.median(t.official_ms):.1f} "
+    line = (f"threads {t.threads}: ours {ours:.1f} ms/step, official {statistics.median(t.official_ms):.1f} "
             f"ms/step; official/ours {statistics.median(ratios):.3f}x (95% CI {low:.3f}-{high:.3f}; rounds "
             f"{min(ratios):.3f}-{max(ratios):.3f}) over {len(ratios)} rounds of {t.steps} steps; process CPU time "
             f"{statistics.median(t.ours_cpu):.1f} vs {statistics.median(t.official_cpu):.1f} ms/step, ratio "
             f"{statistics.median(t.ratios(cpu=True)):.3f}x")
+    if t.blas_ms:
+        on_blas = [o / b for o, b in zip(t.official_ms, t.blas_ms)]
+        low, high = median_interval(on_blas)
+        line += (f"\nthreads {t.threads}: ours on PyTorch's default products {statistics.median(t.blas_ms):.1f} "
+                 f"ms/step; official/that {statistics.median(on_blas):.3f}x (95% CI {low:.3f}-{high:.3f})")
+    return line
 
 
 def profile(step: Step, threads: int, steps: int, rows: int) -> None:
@@ -233,6 +246,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--profile", choices=["ours", "official"], help="print torch.profiler's top ops instead")
     p.add_argument("--rows", type=int, default=30, help="rows of the profile table")
     p.add_argument("--self-check", action="store_true", help="ours only, 1 round x 2 steps (no clone needed)")
+    p.add_argument("--with-blas", action="store_true",
+                   help="a third side: ours with every Linear product through F.linear, as the official step's")
     return p.parse_args(argv)
 
 
@@ -258,8 +273,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         profile(ours if args.profile == "ours" else official, args.threads[0], args.steps, args.rows)
         return 0
+    blas = our_step(w, args.seed, blas=True) if args.with_blas and official is not None else None
     for threads in args.threads:
-        print(report(interleave(ours, official, threads, args.rounds, args.steps, args.warmup)), flush=True)
+        print(report(interleave(ours, official, threads, args.rounds, args.steps, args.warmup, blas)), flush=True)
     return 0
 
 

@@ -1,5 +1,6 @@
 """benchmarks/ijepa_step.py without the official clone: its refusal, and ours timed once (timings never asserted)."""
 
+import time
 from pathlib import Path
 
 import torch
@@ -30,3 +31,28 @@ def test_the_official_side_gets_the_same_masks_in_its_layout():
         assert len(masks_enc) == 1 and torch.equal(masks_enc[0], mb.context_idx)
         assert len(masks_pred) == k
         assert all(torch.equal(p, mb.target_idx[:, i]) for i, p in enumerate(masks_pred))
+
+
+def test_three_sides_are_interleaved_each_first_in_turn():
+    calls: list[str] = []
+
+    def side(name: str):
+        return lambda i: calls.append(name) or time.sleep(0.001)  # a step that takes time: the ratios divide by it
+
+    timing = bench.interleave(side("ours"), side("official"), 1, rounds=3, steps=1, warmup=0, blas=side("blas"))
+    assert calls == ["ours", "official", "blas", "official", "blas", "ours", "blas", "ours", "official"]
+    assert len(timing.ours_ms) == len(timing.official_ms) == len(timing.blas_ms) == 3
+    assert "default products" in bench.report(timing)
+
+
+def test_the_blas_side_computes_every_product_through_f_linear(monkeypatch):
+    from jepa_core.method import linear
+
+    calls = []
+    real = linear._onednn_linear
+    monkeypatch.setattr(linear, "_onednn_linear", lambda *a: calls.append(1) or real(*a))
+    w = bench.make_workload("tiny", 2, seed=0, mask_batches=1)
+    bench.our_step(w, 0, blas=True)(0)
+    assert calls == []
+    bench.our_step(w, 0)(0)
+    assert calls

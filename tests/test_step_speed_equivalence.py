@@ -1,6 +1,7 @@
 """The fast step computes what the plain one does (issue 48): a straightforward re-implementation of the I-JEPA
-forward (every block on every token, fused attention, GELU and residuals out of place), loss, clipping, per-parameter
-AdamW and EMA, run beside `train_step` from the same weights on the same batches.
+forward (every block on every token, fused attention, GELU and residuals out of place, every product through
+`F.linear`), loss, clipping, per-parameter AdamW and EMA, run beside `train_step` from the same weights on the same
+batches.
 
 Forwards without autograd are bit-identical at one thread (at more, attention runs op by op: to rounding); with
 autograd the CPU's op-by-op attention, the last predictor block's skipped rows and the gradient reductions round
@@ -23,13 +24,19 @@ def model() -> JEPA:
     return JEPA(CFG)
 
 
+def lin(layer: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """The layer's product through PyTorch's own `F.linear`, not the model's oneDNN path."""
+    return F.linear(x, layer.weight, layer.bias)
+
+
 def ref_block(block: Block, x: torch.Tensor) -> torch.Tensor:
     h = block.norm1(x)
     b, n, d = h.shape
-    q, k, v = block.attn.qkv(h).reshape(b, n, 3, block.attn.num_heads, d // block.attn.num_heads).permute(2, 0, 3, 1, 4)
+    q, k, v = lin(block.attn.qkv, h).reshape(b, n, 3, block.attn.num_heads, d // block.attn.num_heads).permute(
+        2, 0, 3, 1, 4)
     a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, d)
-    x = x + block.attn.proj(a)
-    return x + block.mlp.fc2(F.gelu(block.mlp.fc1(block.norm2(x))))
+    x = x + lin(block.attn.proj, a)
+    return x + lin(block.mlp.fc2, F.gelu(lin(block.mlp.fc1, block.norm2(x))))
 
 
 def ref_encoder(enc: VisionTransformer, images: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
@@ -43,11 +50,11 @@ def ref_encoder(enc: VisionTransformer, images: torch.Tensor, keep: torch.Tensor
 def ref_predictor(p: Predictor, z: torch.Tensor, ctx: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
     b, k, nt = tgt.shape
     pos = p.pos_embed.unsqueeze(0).expand(b, -1, -1)
-    x = (p.embed_in(z) + select_tokens(pos, ctx)).repeat_interleave(k, dim=0)
+    x = (lin(p.embed_in, z) + select_tokens(pos, ctx)).repeat_interleave(k, dim=0)
     x = torch.cat([x, p.mask_token + select_targets(pos, tgt)], dim=1)
     for block in p.blocks:
         x = ref_block(block, x)
-    return p.embed_out(p.norm(x)[:, -nt:])
+    return lin(p.embed_out, p.norm(x)[:, -nt:])
 
 
 def ref_step(m: JEPA, opt: torch.optim.Optimizer, images, masks, s: StepSettings) -> torch.Tensor:

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from jepa_core.config import ModelConfig
+from jepa_core.method.linear import Linear
 
 __all__ = [
     "sincos_pos_embed_2d",
@@ -88,8 +89,8 @@ class Attention(nn.Module):
         if dim % num_heads != 0:
             raise ValueError(f"embedding dim {dim} is not divisible by num_heads {num_heads}")
         self.num_heads = num_heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
+        self.qkv = Linear(dim, 3 * dim)
+        self.proj = Linear(dim, dim)
 
     def forward(self, x: Tensor, queries: int | None = None) -> Tensor:
         """``x [B, L, D]`` -> ``[B, L, D]``; with ``queries = n``, only the outputs of the last n tokens
@@ -114,8 +115,8 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, dim: int, hidden_dim: int) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(dim, hidden_dim)
-        self.fc2 = nn.Linear(hidden_dim, dim)
+        self.fc1 = Linear(dim, hidden_dim)
+        self.fc2 = Linear(hidden_dim, dim)
 
     def forward(self, x: Tensor) -> Tensor:
         h = self.fc1(x)
@@ -279,12 +280,12 @@ class Predictor(nn.Module):
                 f"model.pred_dim {pred_dim} must be a multiple of 4 and of model.pred_num_heads {num_heads}"
             )
         self.num_patches = num_patches
-        self.embed_in = nn.Linear(embed_dim, pred_dim)
+        self.embed_in = Linear(embed_dim, pred_dim)
         self.mask_token = nn.Parameter(torch.zeros(1, 1, pred_dim))
         self.register_buffer("pos_embed", sincos_pos_embed_2d(grid_h, grid_w, pred_dim), persistent=False)
         self.blocks = nn.ModuleList([Block(pred_dim, num_heads, mlp_ratio) for _ in range(depth)])
         self.norm = nn.LayerNorm(pred_dim)
-        self.embed_out = nn.Linear(pred_dim, embed_dim)
+        self.embed_out = Linear(pred_dim, embed_dim)
         self.apply(_init_weights)
         nn.init.trunc_normal_(self.mask_token, std=0.02)
         _rescale_residual_projections(self.blocks)
