@@ -98,3 +98,13 @@ def test_default_products_route_every_product_through_f_linear_until_they_end(mo
     assert calls == []
     lin(x)
     assert calls == [1]
+
+
+def test_a_build_whose_op_fails_or_disagrees_falls_back_to_f_linear(monkeypatch):
+    def broken(*args):
+        raise RuntimeError("mkldnn::_linear_pointwise() expected 7 arguments")
+
+    monkeypatch.setattr(linear_module, "_onednn_linear", broken)
+    assert not linear_module.onednn_products()
+    monkeypatch.setattr(linear_module, "_onednn_linear", lambda x, w, b: F.linear(x, w, b) + 1)
+    assert not linear_module.onednn_products()

@@ -21,11 +21,16 @@ __all__ = ["Linear", "default_products", "onednn_products"]
 
 
 def onednn_products() -> bool:
-    """Whether this PyTorch build can run the float32 CPU products in oneDNN."""
-    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-
-
-_ONEDNN = onednn_products()
+    """Whether this PyTorch build runs the float32 CPU products in oneDNN, and gets a small one right: the op is
+    PyTorch's own (the one its compiler emits for CPU linears) but not public, so a build that lacks it or changed
+    its signature falls back to `F.linear` rather than failing at the first step."""
+    if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
+        return False
+    x, weight, bias = torch.arange(6.0).reshape(2, 3), torch.arange(12.0).reshape(4, 3), torch.arange(4.0)
+    try:
+        return torch.equal(_onednn_linear(x, weight, bias), F.linear(x, weight, bias))
+    except (RuntimeError, TypeError):
+        return False
 
 
 @contextlib.contextmanager
@@ -44,6 +49,9 @@ def _onednn_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """``x @ weight.T + bias`` in oneDNN: ``x [M, K]``, ``weight [N, K]`` -> a fresh ``[M, N]`` (of a 2-D input;
     of more dimensions oneDNN returns a view, which autograd would not let the caller add into in place)."""
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+_ONEDNN = onednn_products()
 
 
 class _OneDnnLinear(torch.autograd.Function):
