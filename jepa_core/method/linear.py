@@ -2,7 +2,8 @@
 
 The same products in float32 (IEEE, no reduced precision): only the library that computes them changes. Why: on the
 machine this project is measured on (AMD EPYC, AVX-512), MKL's `sgemm`, which PyTorch's CPU `addmm` and `mm` call,
-takes 2.2-2.3x as long as oneDNN's matmul on every shape of `tiny` (benchmarks/RESULTS.md, "oneDNN products").
+takes 2.2-2.3x as long as oneDNN's matmul on every shape of `tiny` (benchmarks/RESULTS.md, "Our training
+step against the official I-JEPA step").
 The forward and the gradient of the input go through oneDNN; the weight's gradient stays an `mm` (oneDNN wants
 both of its operands transposed there, and the copies cost what the faster product saves).
 Everywhere else (GPU, another dtype, autocast, torch.compile, no oneDNN in the build) it is `F.linear`.
