@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from jepa_core.config import Config, apply_overrides, preset
+from jepa_core.method.runtime import set_thread_count
 from jepa_core.metrics.reader import read_metrics
 from jepa_core.run.rundir import load_run_config
 from jepa_core.run.trainer import Trainer
@@ -100,6 +101,7 @@ def run_seed(preset_name: str, npz: Path | None, overrides: list[str], seed: int
     with tempfile.TemporaryDirectory() as tmp:
         cfg = configured(preset_name, npz, overrides, seed)
         run = Path(tmp) / "tiny-default"
+        set_thread_count(cfg.runtime.num_threads)  # as `jepa train` does: the Trainer leaves the process's threads alone
         t0 = time.perf_counter()
         status = Trainer(cfg, run_dir=run, quiet=True).run()
         wall = time.perf_counter() - t0
