@@ -50,6 +50,8 @@ from jepa_core.method.linear import default_products  # noqa: E402
 from jepa_core.method.masks import MaskBatch, MaskSampler  # noqa: E402
 from jepa_core.method.model import build_jepa  # noqa: E402
 from jepa_core.method.step import StepHooks, StepSettings, TrainState, build_optimizer, train_step  # noqa: E402
+from jepa_core.metrics.instrument import GROUPS  # noqa: E402
+from jepa_core.metrics.measures import TARGET_TOKEN_GROUPS  # noqa: E402
 
 Step = Callable[[int], None]
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # the official transforms' normalisation
@@ -97,15 +99,15 @@ def our_step(w: Workload, seed: int, blas: bool = False) -> Step:
     model = build_jepa(w.cfg.model, seed)
     state = TrainState.plain(model, build_optimizer(model, (o.beta1, o.beta2)), len(w.images))
 
-    d = w.cfg.diagnostics
-    # As the trainer runs it: the target encoder's output for every patch only at the steps whose diagnostics read
-    # it (1 in 10 on `tiny`); otherwise its last block computes the target patches alone.
+    # As the trainer runs it: the target encoder's output for every patch only at the steps where a group that reads
+    # it is due (1 in 10 on `tiny`); otherwise its last block computes the target patches alone.
+    cadences = [getattr(w.cfg.diagnostics, g.cadence_key) for g in GROUPS if g.name in TARGET_TOKEN_GROUPS]
     whole, trimmed = StepHooks(whole_target=True), StepHooks()
 
     def step(i: int) -> None:
         settings = StepSettings(step=i + 1, lr=o.lr, wd=o.weight_decay, ema_tau=w.cfg.ema.start, loss=o.loss,
                                 grad_clip=o.grad_clip)
-        reads = (i + 1) % d.representation_every_steps == 0 or (i + 1) % d.covariance_every_steps == 0
+        reads = any((i + 1) % every == 0 for every in cadences)
         with default_products() if blas else contextlib.nullcontext():
             train_step(w.images, w.masks[i % len(w.masks)], state, settings, whole if reads else trimmed)
     return step
