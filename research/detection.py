@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ground_truth import (COLLAPSE_FRACTION, EVAL_MARGIN, eval_baseline_step, harm,  # noqa: E402
                           loss_baseline_step, sibling_evaluations, unchanged_row)
-from library import LIBRARY, Case, load_case  # noqa: E402
+from library import LIBRARY, Case, load_case, read_index, recorded_cases  # noqa: E402
 
 from jepa_core.alerts.base import Alert  # noqa: E402
 from jepa_core.alerts.engine import evaluate_rows  # noqa: E402
@@ -106,7 +106,7 @@ class Judgement:
 
 
 def whole_rows(case_dir: Path) -> tuple[dict, list[dict], list[dict] | None]:
-    """(case.json, the run's rows as the rules replay them, its healthy run's rows or None for a healthy run).
+    """(the case's facts, the run's rows as the rules replay them, its healthy run's rows or None for a healthy run).
 
     Up to its onset a fault run is its healthy run bit for bit, and its record keeps there only the metrics read
     when it was recorded: the rows up to the onset are the healthy run's, so a rule on a metric added since (e.g.
@@ -115,7 +115,7 @@ def whole_rows(case_dir: Path) -> tuple[dict, list[dict], list[dict] | None]:
     if info["fault"] is None:
         return info, rows, None
     parent = case_dir.parent / f"healthy_s{info['seed']}"
-    if not (parent / "case.json").is_file():
+    if parent.name not in read_index(parent.parent):
         raise FileNotFoundError(f"{case_dir}: its healthy run {parent} is not recorded (train it with "
                                 f"`python research/library.py --train`)")
     healthy = load_case(parent)[1]
@@ -151,12 +151,12 @@ def judge(case_dir: Path, rules: RulesConfig | None = None,
 @functools.lru_cache(maxsize=None)
 def _healthy_evaluations(setting_dir: Path) -> dict[str, dict[str, dict[int, float]]]:
     """The evaluation readings of each recorded healthy run of a setting, by its directory's name."""
-    runs = sorted(p for p in setting_dir.glob("healthy_s*") if (p / "case.json").is_file())
+    runs = sorted(setting_dir / name for name in read_index(setting_dir) if name.startswith("healthy_s"))
     return dict(zip((p.name for p in runs), sibling_evaluations(load_case(p)[1] for p in runs)))
 
 
 def library_cases(root: Path = LIBRARY) -> list[Path]:
-    return sorted(p.parent for p in root.glob("*/*/case.json"))
+    return recorded_cases(root)
 
 
 def study_arguments(doc: str, argv: list[str] | None) -> tuple[argparse.Namespace, RulesConfig]:

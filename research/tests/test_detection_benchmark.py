@@ -196,12 +196,12 @@ def test_each_round_is_summed_on_its_own_cases():
 
 def test_an_empty_split_is_not_a_target_met(tmp_path, capsys):
     # Only tuning cases recorded (the test round not trained yet): the benchmark says so and exits 1.
-    source = next(d for d in RECORDED
-                  if d.name.startswith("healthy") and json.loads((d / "case.json").read_text())["split"] == "tune")
+    source = next(d for d in RECORDED if d.name.startswith("healthy") and case_facts(d)["split"] == "tune")
     copy = tmp_path / source.parent.name / source.name
     copy.mkdir(parents=True)
     for f in source.iterdir():
         (copy / f.name).write_bytes(f.read_bytes())
+    (copy.parent / LIBRARY.CASES_INDEX).write_text(json.dumps({source.name: case_facts(source)}))
     assert DETECTION.main(["--library", str(tmp_path)]) == 1
     assert "no test case is recorded yet" in capsys.readouterr().out
 
@@ -430,17 +430,53 @@ def test_every_demo_case_is_valid_config():
 
 
 def test_library_cases_are_found_where_recorded(tmp_path):
-    (tmp_path / "calib" / "healthy_s0").mkdir(parents=True)
-    (tmp_path / "calib" / "healthy_s0" / "case.json").write_text("{}")
+    # A case is recorded once its setting's index names it and its stream is there: a half-done copy, a stream the
+    # index does not name, or an index entry whose stream is gone is not a case.
+    for name in ("healthy_s0", "healthy_s1", "healthy_s2"):
+        (tmp_path / "calib" / name).mkdir(parents=True)
+    for name in ("healthy_s0", "healthy_s1"):
+        (tmp_path / "calib" / name / LIBRARY.RECORD_STREAM).write_bytes(b"")
     (tmp_path / "calib" / "half_done.tmp").mkdir()
+    (tmp_path / "calib" / LIBRARY.CASES_INDEX).write_text(json.dumps({"healthy_s0": {}, "healthy_s2": {}}))
     assert DETECTION.library_cases(tmp_path) == [tmp_path / "calib" / "healthy_s0"]
-    assert isinstance(DETECTION.library_cases(Path(tmp_path / "none")), list)
+    assert DETECTION.library_cases(Path(tmp_path / "none")) == []
+
+
+def test_a_case_missing_from_its_index_is_named_when_loaded(tmp_path):
+    (tmp_path / "calib" / "healthy_s0").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match=r"healthy_s0: not recorded .*cases\.json"):
+        LIBRARY.load_case(tmp_path / "calib" / "healthy_s0")
+
+
+def test_recording_adds_a_case_to_its_settings_index_without_losing_the_others(tmp_path, monkeypatch):
+    # Two records into one setting keep both entries; the index is written whole, sorted, and no temporary is left.
+    monkeypatch.setattr(LIBRARY, "LIBRARY", tmp_path)
+    source = next(d for d in RECORDED if d.name.startswith("healthy"))
+    run = tmp_path / "work"
+    run.mkdir()
+    for f in ("config.toml",):
+        (run / f).write_bytes((source / f).read_bytes())
+    rows = LIBRARY.load_case(source)[1]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "meta.json").write_text(json.dumps({"status": "finished", "last_step": rows[-1]["step"]}))
+    info = case_facts(source)
+    for seed in (info["seed"], info["seed"] + 1000):
+        LIBRARY.record(LIBRARY.Case(info["setting"], seed), run)
+    index = json.loads((tmp_path / info["setting"] / LIBRARY.CASES_INDEX).read_text())
+    assert list(index) == sorted([f"healthy_s{info['seed']}", f"healthy_s{info['seed'] + 1000}"])
+    assert index[f"healthy_s{info['seed']}"]["status"] == "finished"
+    assert sorted(p.name for p in (tmp_path / info["setting"]).iterdir()) == sorted([*index, LIBRARY.CASES_INDEX])
+    assert LIBRARY.load_case(tmp_path / info["setting"] / f"healthy_s{info['seed']}")[1] == rows
 
 
 # ------------------------------------------------------------------------------------------ the recorded library
 
 
-RECORDED = sorted(p.parent for p in LIBRARY.LIBRARY.glob("*/*/case.json"))
+RECORDED = LIBRARY.recorded_cases(LIBRARY.LIBRARY)
+
+
+def case_facts(case_dir: Path) -> dict:
+    return LIBRARY.read_index(case_dir.parent)[case_dir.name]
 
 
 def test_library_stays_small_and_holds_only_recorded_cases():
@@ -449,7 +485,10 @@ def test_library_stays_small_and_holds_only_recorded_cases():
     known = {c.key for c in LIBRARY.all_cases()}
     for case_dir in RECORDED:
         assert f"{case_dir.parent.name}/{case_dir.name}" in known, case_dir
-        assert {p.name for p in case_dir.iterdir()} == {"case.json", "config.toml", LIBRARY.RECORD_STREAM}
+        assert {p.name for p in case_dir.iterdir()} == {"config.toml", LIBRARY.RECORD_STREAM}
+    # Nothing on disk that no index names: each setting holds its index and its cases' directories.
+    for setting_dir in LIBRARY.LIBRARY.iterdir():
+        assert {p.name for p in setting_dir.iterdir()} == {LIBRARY.CASES_INDEX, *LIBRARY.read_index(setting_dir)}
 
 
 def test_a_fault_record_is_judged_as_its_whole_stream():
@@ -457,7 +496,7 @@ def test_a_fault_record_is_judged_as_its_whole_stream():
     # its place (the stream it was thinned from, bit for bit) every rule and every label says the same.
     from jepa_core.alerts.engine import evaluate_rows
 
-    faults = [d for d in RECORDED if json.loads((d / "case.json").read_text())["fault"] is not None]
+    faults = [d for d in RECORDED if case_facts(d)["fault"] is not None]
     assert len(faults) > 400
     kept = RulesConfig(predictor_collapse_fraction=0.0)
     for case_dir in faults:
@@ -481,7 +520,7 @@ def assert_recorded_case_is_what_the_library_would_train_now(case_dir, cases):
     recorded = load_config(case_dir / "config.toml")
     for section in ("model", "data", "masks", "optim", "ema", "diagnostics", "eval", "faults", "runtime"):
         assert getattr(recorded, section) == getattr(expected, section), section
-    info = json.loads((case_dir / "case.json").read_text())
+    info = case_facts(case_dir)
     assert (info["split"], info["onset"], info["fault"]) == (case.split, case.onset, case.fault)
     assert info["status"] in ("finished", "stopped", "diverged")
     rows = [r for r in iter_rows(case_dir / LIBRARY.RECORD_STREAM)]
@@ -714,7 +753,7 @@ def test_the_rules_meet_every_target_on_the_tuning_split():
     # test split's figures are reported by the benchmark, not pinned here.) Each target is checked on the
     # judgements themselves, and the benchmark's own list of missed targets must hold the known miss alone.
     tuning = [DETECTION.judge(d) for d in RECORDED if LIBRARY.Case(
-        d.parent.name, json.loads((d / "case.json").read_text())["seed"]).split == "tune"]
+        d.parent.name, case_facts(d)["seed"]).split == "tune"]
     healthy = [j for j in tuning if j.fault is None]
     harmful = [j for j in tuning if j.fault is not None and j.harmful]
     assert len(tuning) >= 200 and len(healthy) >= 50 and len(harmful) >= 100
@@ -732,15 +771,17 @@ def test_the_rules_meet_every_target_on_the_tuning_split():
 
 
 def test_resplit_moves_recorded_cases_to_the_split_cases_py_gives_them_now(tmp_path):
-    # A rule change moves FIRST_TEST_ROUND: the records keep their streams, only case.json's split and round follow.
+    # A rule change moves FIRST_TEST_ROUND: the records keep their streams, only the split and round in their
+    # setting's index follow.
     old = {"setting": "slowlr", "seed": 4, "fault": None, "split": "test", "round": 37, "status": "finished"}
     new = {"setting": "w72", "seed": 0, "fault": None, "split": "test", "round": 44, "status": "finished"}
     for info in (old, new):
-        (tmp_path / info["setting"] / f"healthy_s{info['seed']}").mkdir(parents=True)
-        (tmp_path / info["setting"] / f"healthy_s{info['seed']}" / "case.json").write_text(json.dumps(info))
+        (tmp_path / info["setting"]).mkdir(parents=True)
+        (tmp_path / info["setting"] / LIBRARY.CASES_INDEX).write_text(json.dumps({f"healthy_s{info['seed']}": info}))
     assert LIBRARY.resplit(tmp_path) == ["slowlr/healthy_s4"]
-    moved = json.loads((tmp_path / "slowlr" / "healthy_s4" / "case.json").read_text())
+    moved = LIBRARY.read_index(tmp_path / "slowlr")["healthy_s4"]
     assert (moved["split"], moved["round"], moved["status"]) == ("tune", 37, "finished")
+    assert LIBRARY.read_index(tmp_path / "w72")["healthy_s0"] == new
     assert LIBRARY.resplit(tmp_path) == []
 
 
@@ -842,6 +883,9 @@ def test_a_rule_must_fire_on_a_case_made_for_it_somewhere_in_the_library(tmp_pat
 
     def copy(name: str) -> None:
         shutil.copytree(LIBRARY.LIBRARY / name, tmp_path / name)
+        index = LIBRARY.read_index(tmp_path / name.split("/")[0])
+        index[name.split("/")[1]] = case_facts(LIBRARY.LIBRARY / name)
+        (tmp_path / name.split("/")[0] / LIBRARY.CASES_INDEX).write_text(json.dumps(index))
 
     for name in ("noclip/healthy_s0", "noclip/collapse_0.37_at105_s0"):  # test split: harmful, no rank_collapse
         copy(name)
@@ -850,7 +894,7 @@ def test_a_rule_must_fire_on_a_case_made_for_it_somewhere_in_the_library(tmp_pat
     tuned = next(d for d in RECORDED if d.parent.name == "calib" and d.name.startswith("collapse")
                  and DETECTION.judge(d).harmful and any(a.rule == "rank_collapse" for a in DETECTION.judge(d).alerts))
     copy(f"calib/{tuned.name}")
-    copy(f"calib/healthy_s{json.loads((tuned / 'case.json').read_text())['seed']}")
+    copy(f"calib/healthy_s{case_facts(tuned)['seed']}")
     assert DETECTION.main(["--library", str(tmp_path), "--split", "test"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"rank_collapse\s+fires on\s+0 of\s+1 harmful collapse runs", out) and "targets met" in out
