@@ -15,8 +15,8 @@ from 400, an lr x10 from 500, a target copying the online encoder from 600), tra
 in the run's own units (issue 45) and read once after they froze. `photos_r3` runs the preset's own 1,600 steps (seeds
 51-55; a collapse from 800, an lr x20 from 1,000, a frozen target from 600, a quarter of the targets leaked from
 1,200, gradients into the target from 400), trained after the rules froze and read once. `clothes_r3` and `photos_r4`
-run the preset a user runs on small real images, `tiny-real`, at its own 5,000 steps (evaluated every 400; seeds 61-63,
-three faults each between steps 1,000 and 4,000), trained after the rules last changed and read once.
+run the preset a user runs on small real images, `tiny-real`, at its own 5,000 steps (evaluated every 400; healthy
+seeds 61-63 and faults from step 4,400), trained after the rules last changed and read once.
 
     python research/real_split.py                # judge the recorded families
     python research/real_split.py --family digits --runs /tmp/split/digits    # judge run directories instead
@@ -70,16 +70,15 @@ RUNS = {
     "frozen_target_on_at600_s53": (53, 600, "healthy_s53"),
     "mask_leak_0.25_at1200_s54": (54, 1200, "healthy_s54"),
     "target_gradients_on_at400_s55": (55, 400, "healthy_s55"),
-    # the fourth round (`clothes_r3`, `photos_r4`): the `tiny-real` preset at its own 5,000 steps, seeds 61-63,
-    # six faults between steps 1,000 and 4,000 (a fault run stops 400-1,600 steps after its onset), trained while
-    # the rules stood unchanged and read once
+    # the fourth round (`clothes_r3`, `photos_r4`): the `tiny-real` preset at its own 5,000 steps, seeds 61-63;
+    # faults branched from the healthy run's checkpoint at step 4,400 and trained to the end of the schedule
+    # (collapse_1_at4400_s61 resumes healthy_s61 at 4,400 with the collapse term on), trained while the rules stood
+    # unchanged and read once
     **{f"healthy_s{seed}": (seed, None, None) for seed in (61, 62, 63)},
-    "collapse_0.5_at2000_s61": (61, 2000, "healthy_s61"),
-    "lr_blowup_20_at2500_s62": (62, 2500, "healthy_s62"),
-    "frozen_target_on_at1500_s63": (63, 1500, "healthy_s63"),
-    "target_copies_online_on_at3000_s61": (61, 3000, "healthy_s61"),
-    "mask_leak_0.25_at4000_s62": (62, 4000, "healthy_s62"),
-    "target_gradients_on_at1000_s63": (63, 1000, "healthy_s63"),
+    "collapse_1_at4400_s61": (61, 4400, "healthy_s61"),
+    "lr_blowup_100_at4400_s62": (62, 4400, "healthy_s62"),
+    "frozen_target_on_at4400_s61": (61, 4400, "healthy_s61"),
+    "target_gradients_on_at4400_s62": (62, 4400, "healthy_s62"),
 }
 
 
