@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jepa_core.alerts.engine import evaluate_rows
-from jepa_core.metrics.stream import iter_rows, stream_file
+from jepa_core.metrics.stream import encode_row, iter_rows, stream_file
 from jepa_core.workbench.doctor import run_facts
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "research"))
 RECORD_DIR = REPO / "research" / "data" / "real" / "digits"
 ARCHIVE = Path.home() / ".cache" / "jepa-workbench" / "digits.npz"
 EVAL_KEYS = ("linear_probe/val_acc", "knn/accuracy")
@@ -66,11 +67,16 @@ def train(run: RealRun, out: Path, archive: Path) -> Path:
 
 
 def record(run_dir: Path, into: Path) -> None:
+    """The run's config and its stream thinned as the detection library's are (research/library.py `thin_rows`: the
+    rows a resume replaced resolved, no events or machine timings, six significant digits where the rules allow),
+    gzipped with mtime 0 so that the same stream gives the same bytes."""
+    from library import read_keys, thin_rows  # noqa: PLC0415 (research/ is on the path: see the import below)
+
     into.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run_dir / "config.toml", into / "config.toml")
-    with open(into / "metrics.jsonl.gz", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as dst, \
-            open(run_dir / "metrics.jsonl", "rb") as src:
-        shutil.copyfileobj(src, dst)  # mtime 0: the same stream gives the same bytes
+    rows = thin_rows(list(iter_rows(stream_file(run_dir))), None, read_keys())
+    text = "".join(encode_row(row) + "\n" for row in rows)
+    (into / "metrics.jsonl.gz").write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
 
 
 def judge(run: RealRun, run_dir: Path) -> tuple[bool, str]:

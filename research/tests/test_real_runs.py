@@ -191,3 +191,34 @@ def test_every_recorded_real_run_has_a_config_the_rules_can_read():
     for run in runs:
         cfg = load_config(run / "config.toml")
         assert run_facts(run)["clock"] == RunClock.of(cfg), run
+
+
+def test_a_recorded_run_is_thinned_as_the_library_is_and_judged_the_same(tmp_path):
+    # The record keeps what the rules, the label and doctor read (six digits where they allow), drops machine timings
+    # and events, resolves the rows a resume replaced, and writes the same bytes for the same stream.
+    import gzip
+    import json
+
+    from jepa_core.alerts.engine import evaluate_rows
+    from jepa_core.workbench.doctor import run_facts
+
+    source = real_runs.RECORD_DIR / "lr_blowup_20_at300_s36"
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.toml").write_bytes((source / "config.toml").read_bytes())
+    rows = real_runs.iter_rows(real_runs.stream_file(source))
+    raw = [json.dumps({**r, "time/step_seconds": 0.5}) for r in rows]
+    # a resumed attempt that replaced the last row: only the second one may be kept
+    last = json.loads(raw[-1])
+    raw.append(json.dumps({**last, "attempt": last.get("attempt", 1) + 1, "loss": 0.25}))
+    raw.append(json.dumps({"step": last["step"], "event": "alert", "rule": "x"}))
+    (run / "metrics.jsonl").write_text("\n".join(raw) + "\n")
+    for into in (tmp_path / "a", tmp_path / "b"):
+        real_runs.record(run, into)
+    assert (tmp_path / "a" / "metrics.jsonl.gz").read_bytes() == (tmp_path / "b" / "metrics.jsonl.gz").read_bytes()
+    kept = [json.loads(line) for line in gzip.decompress((tmp_path / "a" / "metrics.jsonl.gz").read_bytes()).splitlines()]
+    assert not any(k.startswith("time/") or k == "event" for r in kept for k in r)
+    assert [r["loss"] for r in kept if r["step"] == last["step"] and "loss" in r] == [0.25]
+    facts = run_facts(source)
+    whole = [r for r in real_runs.iter_rows(real_runs.stream_file(source)) if "event" not in r]
+    assert evaluate_rows(kept[:-1], **facts) == evaluate_rows(whole[:-1], **facts)
