@@ -70,7 +70,7 @@ def record(run_dir: Path, into: Path) -> None:
     """The run's config and its stream thinned as the detection library's are (research/library.py `thin_rows`: the
     rows a resume replaced resolved, no events or machine timings, six significant digits where the rules allow),
     gzipped with mtime 0 so that the same stream gives the same bytes."""
-    from library import read_keys, thin_rows  # noqa: PLC0415 (research/ is on the path: see the import below)
+    from library import read_keys, thin_rows  # noqa: PLC0415 (research/ is on sys.path: see REPO above)
 
     into.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run_dir / "config.toml", into / "config.toml")
