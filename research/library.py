@@ -144,17 +144,23 @@ def thin_rows(rows: list[dict], onset: int | None, keys: frozenset[str]) -> list
     return kept
 
 
+def write_thinned(rows: list[dict], onset: int | None, path: Path) -> None:
+    """`rows` thinned (`thin_rows`) into a gzipped stream at `path`: level 9, mtime 0 (the same rows, the same bytes)."""
+    from jepa_core.metrics.stream import encode_row  # noqa: PLC0415 (keeps --list free of torch)
+
+    text = "".join(encode_row(row) + "\n" for row in thin_rows(rows, onset, read_keys()))
+    path.write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+
+
 def record(case: Case, run_dir: Path) -> Path:
     """Thin a finished work run into the library: metric rows only (rules are re-derived at replay)."""
-    from jepa_core.metrics.stream import encode_row, iter_rows  # noqa: PLC0415 (keeps --list free of torch)
+    from jepa_core.metrics.stream import iter_rows  # noqa: PLC0415 (keeps --list free of torch)
 
     dest = record_dir(case)
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    rows = thin_rows(list(iter_rows(run_dir / "metrics.jsonl")), case.onset, read_keys())
-    text = "\n".join(map(encode_row, rows)) + "\n"
-    (tmp / RECORD_STREAM).write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+    write_thinned(list(iter_rows(run_dir / "metrics.jsonl")), case.onset, tmp / RECORD_STREAM)
     config = [('runs_dir = "runs"' if ln.startswith("runs_dir = ") else ln)
               for ln in (run_dir / "config.toml").read_text().splitlines()]
     (tmp / "config.toml").write_text("\n".join(config) + "\n")

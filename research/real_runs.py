@@ -17,7 +17,6 @@ What each run must show (issue 45): the two healthy-by-switch runs whose feature
 from __future__ import annotations
 
 import argparse
-import gzip
 import shutil
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jepa_core.alerts.engine import evaluate_rows
-from jepa_core.metrics.stream import encode_row, iter_rows, stream_file
+from jepa_core.metrics.stream import iter_rows, stream_file
 from jepa_core.workbench.doctor import run_facts
 
 REPO = Path(__file__).resolve().parent.parent
@@ -70,13 +69,11 @@ def record(run_dir: Path, into: Path) -> None:
     """The run's config and its stream thinned as the detection library's are (research/library.py `thin_rows`: the
     rows a resume replaced resolved, no events or machine timings, six significant digits where the rules allow),
     gzipped with mtime 0 so that the same stream gives the same bytes."""
-    from library import read_keys, thin_rows  # noqa: PLC0415 (research/ is on sys.path: see REPO above)
+    from library import write_thinned  # noqa: PLC0415 (research/ is on sys.path: see REPO above)
 
     into.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run_dir / "config.toml", into / "config.toml")
-    rows = thin_rows(list(iter_rows(stream_file(run_dir))), None, read_keys())
-    text = "".join(encode_row(row) + "\n" for row in rows)
-    (into / "metrics.jsonl.gz").write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))
+    write_thinned(list(iter_rows(stream_file(run_dir))), None, into / "metrics.jsonl.gz")
 
 
 def judge(run: RealRun, run_dir: Path) -> tuple[bool, str]:
